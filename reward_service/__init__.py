@@ -1,0 +1,5 @@
+"""A sandboxed, batch-first math-reward scoring service."""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]
