@@ -159,7 +159,8 @@ class WorkerPool:
         self._queue: deque[_Chunk] = deque()
         self._seq = itertools.count()
         self._outstanding = 0
-        self._draining = False
+        self._draining = False  # no new submissions (SIGTERM); in-flight work still runs
+        self._stopped = False  # stop(): no more spawning
         self._started = False
         self._watchdog: asyncio.Task[None] | None = None
         self._reapers: set[asyncio.Task[None]] = set()
@@ -197,7 +198,7 @@ class WorkerPool:
 
     async def stop(self) -> None:
         """Refuse new work, fail what is left, stop every worker; nothing is left running."""
-        self._draining = True
+        self._draining = self._stopped = True
         if self._watchdog is not None:
             self._watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -348,7 +349,7 @@ class WorkerPool:
 
     def _ensure_capacity(self) -> None:
         """Promote spares to keep ``workers`` active; spawn to keep ``workers + spares``."""
-        if self._draining:
+        if self._stopped:
             return
         for w in self._workers:
             if self._count("active") >= self._s.workers:

@@ -14,6 +14,7 @@ class ScorerInfo:
     name: str
     version: str
     description: str
+    params: tuple[str, ...] = ()  # keys of an item's ``extra`` this scorer reads
 
 
 SCORERS: dict[str, ScorerInfo] = {
@@ -36,12 +37,14 @@ SCORERS: dict[str, ScorerInfo] = {
             "1.0",
             "Last \\boxed{} / '#### ' / number in the response, compared with tolerance "
             "(extra.rel_tol, default 1e-6; extra.abs_tol, default 1e-9). Fractions allowed.",
+            ("rel_tol", "abs_tol"),
         ),
         ScorerInfo(
             "choice",
             "1.0",
             "Multiple choice: the last committed letter (\\boxed{B}, 'answer is (B)', "
             "'Answer: B', '(B)'), among extra.choices (default A-J).",
+            ("choices",),
         ),
     )
 }
