@@ -667,15 +667,15 @@ class WorkerPool:
             self._queue.appendleft(_Chunk(rest))
 
     def _discard(self, w: _Worker) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(w.from_fd)
-            if w.writer_on:
-                self._loop.remove_writer(w.to_fd)
-                w.writer_on = False
-        for fd in (w.from_fd, w.to_fd):
+        """Stop watching a worker's pipes and close them (idempotent)."""
+        live = self._loop is not None and not self._loop.is_closed()
+        if w.from_fd >= 0:
+            if live:
+                self._loop.remove_reader(w.from_fd)  # type: ignore[union-attr]
             with contextlib.suppress(OSError):
-                os.close(fd)
-        w.from_fd = w.to_fd = -1
+                os.close(w.from_fd)
+            w.from_fd = -1
+        self._close_to(w)
 
     def _close_to(self, w: _Worker) -> None:
         if w.to_fd >= 0:
