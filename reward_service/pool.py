@@ -554,7 +554,7 @@ class WorkerPool:
 
     def _after_chunk(self, w: _Worker) -> None:
         if w.state == "active":
-            rss_mb = self._rss_mb(w.pid)
+            rss_mb = self._rss_mb(w.pid) if w.pid is not None else 0.0
             if w.items_done >= self._s.recycle_after_items:
                 self._retire(w, "recycle_items")
             elif rss_mb > self._s.recycle_rss_mb:
@@ -734,9 +734,7 @@ class WorkerPool:
                             f"deadline of {cur.task.timeout_s:g}s exceeded",
                             reason_key="timeout",
                         )
-                elif w.state == "starting" and now - w.started_at > self._s.worker_start_timeout_s:
-                    self._killpg(w)
-                elif w.state == "stopping" and now > w.stop_deadline:
+                elif (w.state == "starting" and now - w.started_at > self._s.worker_start_timeout_s) or (w.state == "stopping" and now > w.stop_deadline):
                     self._killpg(w)
             if (
                 self._ctrl is not None

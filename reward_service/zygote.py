@@ -21,6 +21,7 @@ it forked, reaps them, and exits.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import select
@@ -113,10 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         _send(sock, {"op": "spawned", "id": msg["id"], "pid": pid})
     # The server is gone or stopping: take every worker down with us.
     for pid in children:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     while children:
         try:
             pid, _ = os.waitpid(-1, 0)

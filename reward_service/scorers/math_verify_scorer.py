@@ -34,9 +34,9 @@ class _ErrorTap(logging.Handler):
         self.memory_error = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info and record.exc_info[0] is not None:
-            if issubclass(record.exc_info[0], MemoryError):
-                self.memory_error = True
+        exc_type = record.exc_info[0] if record.exc_info else None
+        if exc_type is not None and issubclass(exc_type, MemoryError):
+            self.memory_error = True
 
 
 def _install_tap() -> _ErrorTap:
