@@ -32,7 +32,7 @@ lint: $(VENV)/.dev
 	$(BIN)/mypy reward_service
 
 bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl
-	$(BIN)/python -m bench.throughput
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

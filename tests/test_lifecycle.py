@@ -30,7 +30,12 @@ def test_sigterm_during_a_large_batch_answers_it_in_full() -> None:
 
         t = threading.Thread(target=post)
         t.start()
-        time.sleep(1.0)  # the batch is in flight
+
+        def in_flight() -> bool:  # the batch reached the pool (not merely uploading)
+            info = httpx.get(svc.url + "/v1/info", timeout=5).json()
+            return bool(info["workers"]["outstanding_items"] > 0)
+
+        assert wait_until(in_flight, 60.0)
         assert svc.proc is not None
         svc.proc.send_signal(signal.SIGTERM)
         # new connections are refused while the batch finishes
