@@ -205,3 +205,15 @@ def test_dashboard_queries_only_metrics_the_service_exports() -> None:
     # every metric family appears on some panel
     families = {m.name for m in Metrics().registry.collect()}
     assert {u.removesuffix("_bucket").removesuffix("_total") for u in used} >= families
+
+
+# ------------------------------------------------------------------ operator-facing startup
+def test_startup_log_names_the_active_sandbox_layers() -> None:
+    """`docker logs` shows which layers run, without a call to /v1/info."""
+    from tests.helpers import service
+
+    with service(REWARD_LOG_LEVEL="info", REWARD_SANDBOX="best-effort", REWARD_WORKERS=1) as svc:
+        line = next(x for x in svc.log().splitlines() if "sandbox layers" in x)
+    assert "sandbox=best-effort" in line and "active=" in line and "inactive=" in line
+    active = re.search(r" active=(\S+)", line)
+    assert active is not None and "seccomp" in active.group(1).split(","), line
