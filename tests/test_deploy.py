@@ -217,3 +217,9 @@ def test_startup_log_names_the_active_sandbox_layers() -> None:
     assert "sandbox=best-effort" in line and "active=" in line and "inactive=" in line
     active = re.search(r" active=(\S+)", line)
     assert active is not None and "seccomp" in active.group(1).split(","), line
+
+
+def test_deploy_docs_list_every_setting() -> None:
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    missing = [n for n in Settings.model_fields if f"`REWARD_{n.upper()}`" not in text]
+    assert not missing, f"docs/deploy.md lacks {missing}"
