@@ -88,7 +88,7 @@ def test_privileged_container_runs_the_strict_sandbox(built_image: dict) -> None
     port = free_port()
     name = f"reward-test-{os.getpid()}"
     run = _podman(
-        "run", "-d", "--rm", "--name", name, "--network", "host",
+        "run", "-d", "--name", name, "--network", "host",
         "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
         "--user", "0", "--cap-add", "SYS_ADMIN",
         "-e", f"PORT={port}", "-e", "REWARD_SANDBOX=strict", "-e", "REWARD_WORKERS=1",
@@ -113,7 +113,14 @@ def test_privileged_container_runs_the_strict_sandbox(built_image: dict) -> None
         report = json.loads(smoke.stdout)
         assert report["sandbox_mode"] == "strict"
         assert report["layers"] == {k: "active" for k in LAYERS}
-    finally:
+        # SIGTERM reaches the server through tini: it drains, stops the pool, and re-raises
         stop = _podman("stop", "-t", "40", name, timeout=120)
         assert stop.returncode == 0, stop.stderr
-    assert _podman("container", "exists", name).returncode != 0  # --rm: gone after a clean stop
+        out = _podman("logs", name)
+        logs = out.stdout + out.stderr
+        assert "sandbox layers" in logs and "inactive=none" in logs, logs[-2000:]
+        assert "pool stopped" in logs, logs[-2000:]
+        code = _podman("inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip()
+        assert code == "143", code  # 128 + SIGTERM: a graceful stop
+    finally:
+        _podman("rm", "-f", name, timeout=120)
