@@ -11,7 +11,6 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -164,9 +163,14 @@ def test_build_app_rejects_unknown_args(reward_app: object) -> None:
     assert app is not None
 
 
-def test_serve_config_points_at_the_builder() -> None:
+def test_serve_config_is_valid_and_builds(reward_app: object) -> None:
+    from ray.serve.schema import ServeDeploySchema
+
     yaml = pytest.importorskip("yaml")
-    cfg = yaml.safe_load((APP_DIR / "serve_config.yaml").read_text())
-    (app,) = cfg["applications"]
-    assert app["import_path"] == "reward_app:build_app"
-    assert Path(ROOT / app["runtime_env"]["working_dir"], "reward_app.py").exists()
+    cfg = ServeDeploySchema.model_validate(
+        yaml.safe_load((APP_DIR / "serve_config.yaml").read_text())
+    )
+    (app,) = cfg.applications
+    module, _, builder = app.import_path.partition(":")
+    assert (APP_DIR / f"{module}.py").exists() and builder == "build_app"
+    assert getattr(reward_app, builder)(app.args) is not None  # the args are ones it takes
