@@ -33,8 +33,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     PIP_NO_CACHE_DIR=1
 # Pinned dependencies first: this layer is rebuilt only when the lock changes.
 COPY deploy/requirements.txt /tmp/requirements.txt
+# sympy's own test suites are a third of the venv and never imported at run time.
 RUN pip install --require-virtualenv --no-deps -r /tmp/requirements.txt \
- && pip check
+ && pip check \
+ && find /opt/venv/lib/python3.11/site-packages/sympy -depth -type d -name tests \
+        -exec rm -rf {} +
 # Then the service itself (no dependencies: they are all pinned above).
 COPY pyproject.toml README.md /src/
 COPY reward_service /src/reward_service
