@@ -49,7 +49,8 @@ RUN pip install --require-virtualenv --no-deps /src \
 FROM base
 COPY --from=build /opt/venv /opt/venv
 COPY deploy/healthcheck.py /usr/local/lib/reward-service/healthcheck.py
-RUN useradd --system --uid 10001 --user-group --no-create-home --home-dir /nonexistent \
+RUN groupadd --system --gid 10001 reward \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
         --shell /usr/sbin/nologin reward
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
