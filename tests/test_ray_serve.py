@@ -65,7 +65,7 @@ def _zygotes_under(pids: set[int]) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def reward_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+def reward_app() -> Iterator[object]:
     sys.path.insert(0, str(APP_DIR))
     try:
         import reward_app
