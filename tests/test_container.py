@@ -23,7 +23,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, wait_until
 
 pytestmark = pytest.mark.container
 
@@ -122,5 +122,61 @@ def test_privileged_container_runs_the_strict_sandbox(built_image: dict) -> None
         assert "pool stopped" in logs, logs[-2000:]
         code = _podman("inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip()
         assert code == "143", code  # 128 + SIGTERM: a graceful stop
+    finally:
+        _podman("rm", "-f", name, timeout=120)
+
+
+@pytest.mark.timeout(1800)
+def test_docker_stop_drains_the_request_in_flight(built_image: dict) -> None:
+    """SIGTERM through tini while a large batch runs: the batch is answered in full."""
+    import threading
+
+    port = free_port()
+    name = f"reward-drain-{os.getpid()}"
+    run = _podman("run", "-d", "--name", name, "--network", "host",
+                  "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
+                  "-e", f"PORT={port}", "-e", "REWARD_WORKERS=2", "-e", "REWARD_DRAIN_S=90",
+                  IMAGE, timeout=120)
+    assert run.returncode == 0, run.stderr
+    base = f"http://127.0.0.1:{port}"
+    items = [{"response": f"so \\boxed{{{k}}}", "ground_truth": str(k + k % 2)}
+             for k in range(3000)]  # distinct items: no cache or dedup shortcut
+    reply: dict = {}
+
+    def score() -> None:
+        try:
+            r = httpx.post(base + "/v1/score", json={"items": items}, timeout=150)
+            reply.update(code=r.status_code, text=r.text, at=time.monotonic())
+        except httpx.HTTPError as exc:  # reported by the assertions below
+            reply.update(error=repr(exc))
+
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        client = threading.Thread(target=score)
+        client.start()
+        # stop once the batch is admitted and being scored (before that it would get 503)
+        assert wait_until(
+            lambda: httpx.get(base + "/v1/info", timeout=5).json()["workers"]["outstanding_items"]
+            > 0, timeout_s=60, interval_s=0.05,
+        ), reply
+        stop_at = time.monotonic()
+        stop = _podman("stop", "-t", "120", name, timeout=180)
+        client.join(timeout=180)
+        assert stop.returncode == 0, stop.stderr
+        assert reply.get("code") == 200, reply
+        assert reply["at"] > stop_at, "the batch finished before the stop: nothing was drained"
+        body = json.loads(reply["text"])
+        print(f"drain: batch answered {reply['at'] - stop_at:.1f}s after podman stop")
+        assert body["count"] == len(items)
+        assert body["statuses"]["correct"] + body["statuses"]["incorrect"] == len(items)
+        code = _podman("inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip()
+        assert code == "143", code
     finally:
         _podman("rm", "-f", name, timeout=120)
