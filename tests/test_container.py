@@ -4,11 +4,13 @@
    default seccomp profile, host network, ``-e PORT``), waits for ``/readyz`` and runs
    ``deploy/smoke.py`` on the host: a real ``POST /v1/score`` with known verdicts.
 2. The same image with the privileges the full sandbox needs (``--user 0 --cap-add
-   SYS_ADMIN``, strict mode): every layer is active, and it still scores.
+   SYS_ADMIN``, strict mode): every layer is active, it still scores, and ``podman stop``
+   is a graceful stop (exit 143 after "pool stopped").
+3. ``podman stop`` while a batch is being scored: the batch is answered in full.
 
 Skipped, with the reason, where there is no podman, no image-check or no root. The first
 build on a fresh machine takes minutes (debootstrap of the base, pip install); later runs
-reuse podman's layer cache and take about 20 s.
+reuse podman's layer cache: about 30-60 s for the three tests here.
 """
 
 from __future__ import annotations
