@@ -1,7 +1,7 @@
 """The reward service on Ray Serve: each replica runs ``create_app(settings)`` with its own
 worker pool, and Serve's proxy on every node routes ``/v1/score`` to the replicas.
 
-    $ serve run deploy/ray/serve_config.yaml              # local Ray, or RAY_ADDRESS=...
+    $ serve run deploy/ray/serve_config.yaml --working-dir deploy/ray   # or RAY_ADDRESS=...
     $ curl -s localhost:8000/v1/score -H 'content-type: application/json' -d '{"items": [...]}'
 
 or from Python, next to a trainer that already runs on the cluster::
