@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -106,6 +107,17 @@ class _Unauthorized(Exception):
     pass
 
 
+def _log_sandbox(settings: Settings, report: dict[str, Any]) -> None:
+    """One line at startup telling the operator which sandbox layers the workers run with."""
+    statuses = {name: str(layer.get("status")) for name, layer in report.items()}
+    active = sorted(n for n, s in statuses.items() if s == "active")
+    inactive = sorted(f"{n}({s})" for n, s in statuses.items() if s != "active")
+    level = logging.WARNING if any(s == "failed" for s in statuses.values()) else logging.INFO
+    log.log(level, "sandbox layers", extra={"sandbox": settings.sandbox,
+                                            "active": ",".join(active) or "none",
+                                            "inactive": ",".join(inactive) or "none"})
+
+
 def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI:
     """Build the app. The pool is started by the lifespan (pass one in tests to inspect it)."""
     metrics = Metrics()
@@ -115,6 +127,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await pool.start()
+        _log_sandbox(settings, pool.sandbox_report)
         try:
             yield
         finally:
