@@ -7,10 +7,15 @@ library's verdict says so in the verdict's ``reason``. Rules, in order:
 1. **One committed answer** (veto). A response is refused when it commits to more than one
    distinct final answer:
 
-   * ``\\boxed{}`` answers that are not all equal (``\\boxed{7} ... wait ... \\boxed{8}``).
-     Boxes written side by side as one list (``\\boxed{2}, \\boxed{3}``; joined only by
-     commas, ``and``/``or``, spaces, ``$``) form one answer, which the library compares as a
-     set; repeating the same answer (``\\boxed{1/2} = \\boxed{0.5}``) is fine.
+   * ``\\boxed{}`` answers that are not all equal (``\\boxed{7} ... wait ... \\boxed{8}``),
+     when the answer the library took is a box. Boxes written side by side as one list
+     (``\\boxed{2}, \\boxed{3}``; joined only by commas, ``and``/``or``, spaces, ``$``) form
+     one answer, which the library compares as a set; repeating the same answer
+     (``\\boxed{1/2} = \\boxed{0.5}``) is fine; empty and placeholder boxes
+     (``\\boxed{\\phantom{2}}`` quoted from a problem) are not answers. Not applied when the
+     answer came from an explicit ``The final answer is ...`` (earlier boxes are then
+     intermediate results), nor when the gold is several values (``(3, 3), (1, 1)``: a
+     multi-part answer may box each part).
    * an alternative right after the extracted answer: ``the answer is 5 or 6``,
      ``$5$ or maybe $6$``, ``5 (or 6)``, ``\\boxed{5} or 6`` (the library takes the ``5``).
 
@@ -487,7 +492,11 @@ class MathStrictScorer:
                     return True, "rescued: the inequality compared as a set (the library does not)"
         if not ok:
             return False, None
-        distinct = _distinct_boxed(response)
+        distinct = (
+            _distinct_boxed(response)
+            if where is not None and _BOX.search(where.group(0)) and not _several(g0)
+            else None
+        )
         if distinct is not None:
             shown = "; ".join(clip(d, 40) for d in distinct)
             return False, f"hedged: {len(distinct)} distinct boxed answers ({shown})"
@@ -510,6 +519,16 @@ def _units_differ(ground_truth: str, where: re.Match[str] | None) -> str | None:
     if g is not None and p is not None and g != p:
         return f"units differ: {clip(p, 20)} vs gold {clip(g, 20)}"
     return None
+
+
+def _several(gold: Any) -> bool:
+    """A gold of several values (a list, a set, several equations): its parts may be boxed
+    one by one."""
+    if isinstance(gold, sympy.FiniteSet | sympy.Tuple):
+        return len(gold.args) > 1
+    return isinstance(gold, sympy.And) or (
+        isinstance(gold, sympy.Eq) and isinstance(gold.rhs, sympy.FiniteSet | sympy.Tuple)
+    )
 
 
 def _same_text(gold: list[Any], pred: list[Any]) -> bool:
