@@ -38,9 +38,10 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "gsm8k",
-            "1.0",
+            "1.1",
             "Number after the last '#### ' or else the last number in the response "
-            "(commas and $ dropped, no character clip), compared exactly as decimals.",
+            "(commas and $ dropped, no character clip), compared exactly as decimals; "
+            "a hedge at the answer ('#### 5 or 6') is incorrect.",
         ),
         ScorerInfo(
             "numeric",

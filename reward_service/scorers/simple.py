@@ -21,18 +21,35 @@ def _gold_number(ground_truth: str) -> str | None:
     return boxed if boxed is not None else gt
 
 
+# "#### 5 or 6" / "... 17 or 18 dollars": an alternative next to the answer taken (a hedge)
+_HEDGE_AFTER_HASHES = re.compile(r"####[^\n]*?\d\s*,?\s*(?:or|and/or)\s+\$?\s*[-+]?\.?\d", re.IGNORECASE)
+_HEDGE_LAST = re.compile(
+    r"\d\s*,?\s*(?:or|and/or)\s+(?:maybe\s+|perhaps\s+)?\$?\s*[-+]?[\d,]*\.?\d+[^\d]*$", re.IGNORECASE
+)
+
+
+def _hedged(response: str, marked: bool) -> bool:
+    if marked:
+        return bool(_HEDGE_AFTER_HASHES.search(response[response.rfind("####") :]))
+    return bool(_HEDGE_LAST.search(response[-200:]))
+
+
 def score_gsm8k(response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
-    """GSM8K: the number after the last ``####``, else the last number; exact comparison."""
+    """GSM8K: the number after the last ``####``, else the last number; exact comparison.
+    A hedge next to that number (``#### 5 or 6``, ``... 17 or 18 dollars``) is incorrect."""
     gold_text = _gold_number(ground_truth)
     gold = to_fraction(gold_text) if gold_text else None
     if gold is None:
         return Verdict("bad_ground_truth", reason="ground truth is not a number")
-    pred_text = after_hashes(response) or last_number(response)
+    marked = after_hashes(response)
+    pred_text = marked or last_number(response)
     if pred_text is None:
         return Verdict("no_answer", extracted_gold=clip(gold_text), reason="no number found")
     pred = to_fraction(pred_text)
     if pred is None:
         return Verdict("no_answer", clip(pred_text), clip(gold_text), "answer is not a number")
+    if pred == gold and _hedged(response, marked is not None):
+        return Verdict("incorrect", clip(pred_text), clip(gold_text), "hedged: '... or ...' at the answer")
     return Verdict.judge(pred == gold, clip(pred_text), clip(gold_text))
 
 
