@@ -56,8 +56,11 @@ library's verdict says so in the verdict's ``reason``. Rules, in order:
 5. **Units must not contradict** (veto). The library drops ``\\text{cm}`` and friends, which
    is right when only one side names a unit (``10`` vs ``10\\text{ cm}``), but it also
    makes ``10\\text{ m}`` equal ``10\\text{ cm}``. When both the gold and the final answer
-   name a unit in ``\\text{}``/``\\mathrm{}``/``\\mbox{}`` and they differ (ignoring case,
-   spaces and a plural ``s``), the answer is refused.
+   name a unit in ``\\text{}``/``\\mathrm{}``/``\\mbox{}`` that is in our small table of
+   common units (length, mass, volume, time, money, angle; spellings and plurals mapped to
+   one name: ``inches`` = ``in``) and the two differ, the answer is refused. Words not in
+   the table (names, ``units``) never refuse an answer; no conversion is attempted
+   (``100\\text{ cm}`` vs ``1\\text{ m}`` is refused: say it in the gold's unit).
 
 Handled as the library does, deliberately (tests pin each): ``x = 3`` and ``3`` match both
 ways, ``y = 3`` does not match ``x = 3`` (variables matter); ``x = 2 or x = 3`` matches gold
@@ -159,8 +162,15 @@ _ALTERNATIVE = re.compile(
     r"^\s*(?:\$|\\\)|\\\]|\*\*)?\s*[,;]?\s*\(?\s*"
     r"(?:or|and|and/or|or\s+maybe|or\s+perhaps|or\s+possibly|or\s+else|alternatively)\s+"
     r"(?:maybe\s+|perhaps\s+|possibly\s+|also\s+)?"
-    r"(?:\$|\\\(|\\\[|\\boxed\{|\*\*)?\s*[-+]?\s*(?:\d|\.\d|\\frac|\\dfrac|\\sqrt|\\pi)",
+    r"(?=(?:\$|\\\(|\\\[|\\boxed\{|\*\*)?\s*[-+]?\s*(?:\d|\.\d|\\d?frac|\\sqrt|\\pi))",
     re.IGNORECASE,
+)
+_ALT_VALUE = re.compile(
+    r"\$(?P<a>[^$]{1,200})\$|\\\((?P<b>.{1,200}?)\\\)|\\\[(?P<c>.{1,200}?)\\\]|"
+    r"\*\*(?P<d>[^*]{1,100})\*\*|"
+    r"(?P<e>[-+]?\s*(?:\\d?frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\\pi|"
+    r"(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+)?(?:\s*\\?%)?))",
+    re.DOTALL,
 )
 
 
@@ -239,8 +249,9 @@ def _distinct_boxed(text: str) -> list[str] | None:
     return [", ".join(g) for g in [*different, list(final)]]
 
 
-def _alternative_after(text: str, where: re.Match[str] | None) -> bool:
-    """True when an alternative value follows the extracted answer (``5 or 6``)."""
+def _alternative_after(text: str, where: re.Match[str] | None, pred: list[Any]) -> bool:
+    """True when a different value follows the extracted answer (``5 or 6``; not
+    ``0.5 or 1/2``, which is the same answer twice)."""
     if where is None:
         return False
     end = where.end()
@@ -250,7 +261,21 @@ def _alternative_after(text: str, where: re.Match[str] | None) -> bool:
         if not boxes:
             return False
         end = where.start() + boxes[-1][1]
-    return bool(_ALTERNATIVE.match(text[end : end + 80]))
+    tail = text[end : end + 300]
+    m = _ALTERNATIVE.match(tail)
+    if m is None:
+        return False
+    rest = tail[m.end() :].lstrip()
+    if rest.startswith("\\boxed"):
+        boxes = boxed_answers(rest)
+        value = boxes[0][2] if boxes else None
+    else:
+        v = _ALT_VALUE.match(rest)
+        value = next((g for g in v.groups() if g), None) if v else None
+    if not value:
+        return True
+    other = _parse_boxed((value.strip(),))
+    return not (other and verify(pred, other, timeout_seconds=None))
 
 
 # --- rule 2: exact values stay exact ----------------------------------------------------------
@@ -409,17 +434,48 @@ def _percent(gold: Any, pred: Any) -> tuple[bool, str] | None:
 # --- rule 5: units ----------------------------------------------------------------------------
 
 _UNIT = re.compile(r"\\(?:text|mbox|mathrm|textrm|textnormal|operatorname)\s*\{\s*([A-Za-z][A-Za-z ]*?)\s*\}")
-_NOT_UNITS = {"and", "or", "i", "e", "and or", "th", "st", "nd", "rd"}
+# Spellings of common units → one name. Only units named here are compared: a word we do
+# not know (a name, "units", "ways") never refuses an answer.
+_UNITS: dict[str, str] = {
+    spelling: unit
+    for unit, spellings in {
+        "mm": "mm millimeter millimeters millimetre millimetres",
+        "cm": "cm centimeter centimeters centimetre centimetres",
+        "m": "m meter meters metre metres",
+        "km": "km kilometer kilometers kilometre kilometres",
+        "in": "in inch inches",
+        "ft": "ft foot feet",
+        "yd": "yd yard yards",
+        "mi": "mi mile miles",
+        "mg": "mg milligram milligrams",
+        "g": "g gram grams",
+        "kg": "kg kilogram kilograms",
+        "lb": "lb lbs pound pounds",
+        "oz": "oz ounce ounces",
+        "ml": "ml mL milliliter milliliters millilitre millilitres",
+        "l": "l L liter liters litre litres",
+        "s": "s sec secs second seconds",
+        "min": "min mins minute minutes",
+        "h": "h hr hrs hour hours",
+        "day": "day days",
+        "week": "week weeks",
+        "year": "year years yr yrs",
+        "cent": "cent cents",
+        "dollar": "dollar dollars",
+        "deg": "deg degree degrees",
+        "rad": "rad radian radians",
+    }.items()
+    for spelling in spellings.split()
+}
 
 
 def _unit(latex: str) -> str | None:
-    """The unit word written last in an answer, normalised, or None."""
-    found = [u.lower().replace(" ", "") for u in _UNIT.findall(latex)]
-    found = [u for u in found if u not in _NOT_UNITS and len(u) <= 20]
-    if not found:
-        return None
-    u = found[-1]
-    return u[:-1] if len(u) > 2 and u.endswith("s") else u
+    """The known unit named last in an answer (``\\text{ cm}`` → ``cm``), or None."""
+    for word in reversed(_UNIT.findall(latex)):
+        unit = _UNITS.get(word.strip()) or _UNITS.get(word.strip().lower())
+        if unit is not None:
+            return unit
+    return None
 
 
 # --- the scorer -------------------------------------------------------------------------------
@@ -500,7 +556,7 @@ class MathStrictScorer:
         if distinct is not None:
             shown = "; ".join(clip(d, 40) for d in distinct)
             return False, f"hedged: {len(distinct)} distinct boxed answers ({shown})"
-        if _alternative_after(response, where):
+        if _alternative_after(response, where, pred):
             return False, "hedged: another value follows the final answer ('5 or 6', '5 and 6')"
         units = _units_differ(ground_truth, where)
         if units is not None:
