@@ -4,6 +4,12 @@ It extracts and compares exactly as the ``math_verify`` profile does (same extra
 ``verify``, same per-worker gold cache), then applies a few rules. A rule that changes the
 library's verdict says so in the verdict's ``reason``. Rules, in order:
 
+Which answer is final: the library's choice, i.e. the last one written in the strongest form
+present (``The final answer is ...`` > ``\\boxed{}`` > ``Answer: ...`` > ``answer ... is`` >
+a bare number), so a revised answer (``the answer is 7. Wait ... the answer is 8``) is judged
+by its last statement. A box is a declaration of the final answer: two different boxes are
+two final answers, not a revision (rule 1).
+
 1. **One committed answer** (veto). A response is refused when it commits to more than one
    distinct final answer:
 

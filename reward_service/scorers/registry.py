@@ -52,9 +52,10 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "choice",
-            "1.0",
+            "1.1",
             "Multiple choice: the last committed letter (\\boxed{B}, 'answer is (B)', "
-            "'Answer: B', '(B)'), among extra.choices (default A-J).",
+            "'Answer: B', '(B)'), among extra.choices (default A-J); another letter offered "
+            "with it ('(B) or (C)') is incorrect.",
             ("choices",),
         ),
     )

@@ -88,21 +88,43 @@ _LETTER_PATTERNS = (
 )
 
 
+# "(B) or (C)", "B, C", "B and C" right after the committed letter: a hedge
+_OTHER_LETTER = re.compile(
+    r"\s*\)?\s*(?:,|/|\bor\b|\band\b|\band/or\b)\s*(?:maybe\s+|perhaps\s+)?"
+    r"\(?\s*\\?(?:text\{)?([A-Za-z])\}?\)?(?![A-Za-z])",
+    re.IGNORECASE,
+)
+_LETTER_BEFORE = re.compile(
+    r"(?:^|[^A-Za-z\\])\(?\s*(?:\\boxed\{)?\s*([A-Za-z])\s*\}?\s*\)?\s*"
+    r"(?:,|/|\bor\b|\band\b|\band/or\b)\s*(?:maybe\s+|perhaps\s+)?$",
+    re.IGNORECASE,
+)
+
+
 def score_choice(response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
-    """Multiple choice: the last committed letter among ``extra.choices`` (default A-J)."""
+    """Multiple choice: the last committed letter among ``extra.choices`` (default A-J).
+    Another allowed letter offered right after it (``(B) or (C)``) makes it incorrect."""
     choices = str(params.get("choices", "ABCDEFGHIJ")).upper()
     gold = ground_truth.strip().strip("().: ").upper()
     if len(gold) != 1 or gold not in choices:
         return Verdict("bad_ground_truth", reason=f"ground truth is not one of {choices!r}")
     pred: str | None = None
+    start, end = 0, len(response)
     for pattern in _LETTER_PATTERNS:
-        found = [m for m in re.findall(pattern, response, flags=re.IGNORECASE) if m.upper() in choices]
+        found = [m for m in re.finditer(pattern, response, flags=re.IGNORECASE)
+                 if m.group(1).upper() in choices]
         if found:
-            pred = found[-1].upper()
+            pred, start, end = found[-1].group(1).upper(), found[-1].start(), found[-1].end(1)
             break
     if pred is None:
         bare = response.strip().strip("().: ").upper()
         pred = bare if len(bare) == 1 and bare in choices else None
     if pred is None:
         return Verdict("no_answer", extracted_gold=gold, reason="no choice letter found")
+    after = _OTHER_LETTER.match(response, end)
+    before = _LETTER_BEFORE.search(response[max(0, start - 40) : start])
+    for other in (after, before):
+        letter = other.group(1).upper() if other else None
+        if pred == gold and letter is not None and letter in choices and letter != pred:
+            return Verdict("incorrect", pred, gold, f"hedged: {pred} or {letter}")
     return Verdict.judge(pred == gold, pred, gold)
