@@ -230,9 +230,18 @@ def _norm(latex: str) -> str:
     return s.rstrip(".")
 
 
-@lru_cache(maxsize=256)
 def _parse_boxed(contents: tuple[str, ...]) -> list[Any]:
+    """``parse`` of a boxed answer; short ones cached (a GRPO group repeats them)."""
+    if sum(map(len, contents)) > 500:
+        return _parse_boxed_uncached(contents)
+    return _parse_boxed_cached(contents)
+
+
+def _parse_boxed_uncached(contents: tuple[str, ...]) -> list[Any]:
     return parse("\\boxed{" + ", ".join(contents) + "}", parsing_timeout=None)  # type: ignore[arg-type]
+
+
+_parse_boxed_cached = lru_cache(maxsize=256)(_parse_boxed_uncached)
 
 
 def _distinct_boxed(text: str) -> list[str] | None:
@@ -536,25 +545,30 @@ class MathStrictScorer:
         where: re.Match[str] | None,
     ) -> tuple[bool, str | None]:
         ok = bool(verify(gold, pred, timeout_seconds=None))
+        reason: str | None = None
         g0 = gold[0] if isinstance(gold[0], sympy.Basic) else None
         p0 = pred[0] if isinstance(pred[0], sympy.Basic) else None
         if g0 is not None and p0 is not None:
             decided = _percent(g0, p0)
-            if decided is not None:
+            if decided is not None:  # rule 3
                 verdict, why = decided
                 if verdict != ok:
-                    return verdict, why
-            elif ok and not _same_text(gold, pred):
+                    ok, reason = verdict, why
+            elif ok and not _same_text(gold, pred):  # rule 2
                 for g, p in _pairs(g0, p0):
-                    why = _number_veto(g, p)
-                    if why is not None:
-                        return False, why
-            elif not ok and isinstance(g0, sympy.Set) and is_relation(p0):
-                if verify(gold, pred, allow_set_relation_comp=True, timeout_seconds=None):
-                    return True, "rescued: the inequality compared as a set (the library does not)"
+                    veto = _number_veto(g, p)
+                    if veto is not None:
+                        return False, veto
+            elif (
+                not ok
+                and isinstance(g0, sympy.Set)
+                and is_relation(p0)
+                and verify(gold, pred, allow_set_relation_comp=True, timeout_seconds=None)
+            ):  # rule 4
+                ok, reason = True, "rescued: the inequality compared as a set (the library does not)"
         if not ok:
-            return False, None
-        distinct = (
+            return False, reason
+        distinct = (  # rule 1
             _distinct_boxed(response)
             if where is not None and _BOX.search(where.group(0)) and not _several(g0)
             else None
@@ -564,10 +578,10 @@ class MathStrictScorer:
             return False, f"hedged: {len(distinct)} distinct boxed answers ({shown})"
         if _alternative_after(response, where, pred):
             return False, "hedged: another value follows the final answer ('5 or 6', '5 and 6')"
-        units = _units_differ(ground_truth, where)
+        units = _units_differ(ground_truth, where)  # rule 5
         if units is not None:
             return False, units
-        return True, None
+        return True, reason
 
 
 def _units_differ(ground_truth: str, where: re.Match[str] | None) -> str | None:
