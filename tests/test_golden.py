@@ -104,3 +104,20 @@ def test_math_verify_own_cases_through_the_service(client: httpx.Client) -> None
     # "1,22" (boxed it is the set {1, 22}) and "1 - 1/e" vs "1 + 1/e" expected equal (a
     # parse failure of both, see docs/CORRECTNESS.md). math may not fall further behind.
     assert right["math"] >= stock_raw - 2, (right, stock_raw)
+
+
+def test_math_overrides_the_library_only_with_a_reason() -> None:
+    """Over every golden and Math-Verify case: where ``math`` and ``math_verify`` differ, the
+    ``math`` verdict names the rule; a veto never turns incorrect into correct."""
+    pairs = [(c["response"], c["gold"]) for c in CASES] + [(c["pred"], c["gold"]) for c in MV_CASES]
+    differ = 0
+    for response, gold in pairs:
+        a, b = S["math_verify"](response, gold, {}), S["math"](response, gold, {})
+        if a.status != b.status:
+            differ += 1
+            assert b.reason, (response[:80], gold, a, b)
+            if b.status == "correct":
+                assert b.reason.startswith(("rescued", "percent")), b.reason
+        assert b.extracted == a.extracted or b.status in ("bad_ground_truth", "no_answer") \
+            or gold.strip().startswith("$")
+    assert differ >= 15
