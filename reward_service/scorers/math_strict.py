@@ -168,9 +168,11 @@ _ALTERNATIVE = re.compile(
     r"^\s*(?:\$|\\\)|\\\]|\*\*)?\s*[,;]?\s*\(?\s*"
     r"(?:or|and|and/or|or\s+maybe|or\s+perhaps|or\s+possibly|or\s+else|alternatively)\s+"
     r"(?:maybe\s+|perhaps\s+|possibly\s+|also\s+)?"
-    r"(?=(?:\$|\\\(|\\\[|\\boxed\{|\*\*)?\s*[-+]?\s*(?:\d|\.\d|\\d?frac|\\sqrt|\\pi))",
+    r"(?=(?:\$|\\\(|\\\[|\\boxed\{|\*\*)?\s*(?:[a-zA-Z]\s*=\s*)?[-+]?\s*"
+    r"(?:\d|\.\d|\\d?frac|\\sqrt|\\pi))",
     re.IGNORECASE,
 )
+_ASSIGNED = re.compile(r"^[a-zA-Z]\s*=\s*")  # "or x = -5": the value is -5
 _ALT_VALUE = re.compile(
     r"\$(?P<a>[^$]{1,200})\$|\\\((?P<b>.{1,200}?)\\\)|\\\[(?P<c>.{1,200}?)\\\]|"
     r"\*\*(?P<d>[^*]{1,100})\*\*|"
@@ -280,7 +282,7 @@ def _alternative_after(text: str, where: re.Match[str] | None, pred: list[Any]) 
     m = _ALTERNATIVE.match(tail)
     if m is None:
         return False
-    rest = tail[m.end() :].lstrip()
+    rest = _ASSIGNED.sub("", tail[m.end() :].lstrip(), count=1)
     if rest.startswith("\\boxed"):
         boxes = boxed_answers(rest)
         value = boxes[0][2] if boxes else None
