@@ -55,9 +55,10 @@ two final answers, not a revision (rule 1).
      (``5%`` for gold ``5``: MATH writes percent answers without the sign); ``500%`` does
      not match ``5``, and ``5%`` does not match ``0.05``.
 
-4. **Inequality for an interval** (rescue). Gold ``[1, 2)``, answer ``1 \\le x < 2``: the
-   library compares a relation with a set only when the *answer* is the set; here the
-   answer's relation is turned into a set too (the library's ``allow_set_relation_comp``).
+4. **Inequality for an interval** (rescue). Gold ``[1, 2)`` (or ``x \\in [1, 2)``), answer
+   ``1 \\le x < 2``: the library compares a relation with a set only when the *answer* is
+   the set (Math-Verify #25); here the answer's relation is turned into a set too (the
+   library's ``allow_set_relation_comp``), in the gold's variable.
 
 5. **Units must not contradict** (veto). The library drops ``\\text{cm}`` and friends, which
    is right when only one side names a unit (``10`` vs ``10\\text{ cm}``), but it also
@@ -67,6 +68,11 @@ two final answers, not a revision (rule 1).
    one name: ``inches`` = ``in``) and the two differ, the answer is refused. Words not in
    the table (names, ``units``) never refuse an answer; no conversion is attempted
    (``100\\text{ cm}`` vs ``1\\text{ m}`` is refused: say it in the gold's unit).
+
+6. **Nothing dropped** (veto). The library's normaliser deletes ``\\ldots``/``\\cdots``,
+   leaving an empty list element, and what is left may parse to anything: ``1, 2, \\ldots, n``
+   and ``1, 3, 5, \\ldots, 2n-1`` both parse to ``2`` (Math-Verify #14). When either side has
+   such an empty element, the two must be the same as written (spaces aside).
 
 Handled as the library does, deliberately (tests pin each): ``x = 3`` and ``3`` match both
 ways, ``y = 3`` does not match ``x = 3`` (variables matter); ``x = 2 or x = 3`` matches gold
@@ -561,15 +567,13 @@ class MathStrictScorer:
                     veto = _number_veto(g, p)
                     if veto is not None:
                         return False, veto
-            elif (
-                not ok
-                and isinstance(g0, sympy.Set)
-                and is_relation(p0)
-                and verify(gold, pred, allow_set_relation_comp=True, timeout_seconds=None)
-            ):  # rule 4
+            elif not ok and _relation_as_set(g0, p0):  # rule 4
                 ok, reason = True, "rescued: the inequality compared as a set (the library does not)"
         if not ok:
             return False, reason
+        dropped = _dropped_element(gold, pred)  # rule 6
+        if dropped is not None:
+            return False, dropped
         distinct = (  # rule 1
             _distinct_boxed(response)
             if where is not None and _BOX.search(where.group(0)) and not _several(g0)
@@ -597,6 +601,37 @@ def _units_differ(ground_truth: str, where: re.Match[str] | None) -> str | None:
     if g is not None and p is not None and g != p:
         return f"units differ: {clip(p, 20)} vs gold {clip(g, 20)}"
     return None
+
+
+def _relation_as_set(gold: Any, pred: Any) -> bool:
+    """Rule 4: gold ``[1, 2)`` or ``x \\in [1, 2)``, answer ``1 \\le x < 2``."""
+    if not is_relation(pred):
+        return False
+    if isinstance(gold, sympy.Eq) and isinstance(gold.rhs, sympy.Set):
+        if pred.free_symbols != {gold.lhs}:
+            return False
+        gold = gold.rhs
+    if not isinstance(gold, sympy.Set):
+        return False
+    return bool(verify(gold, pred, allow_set_relation_comp=True, timeout_seconds=None))
+
+
+# a list element left empty: ", ," / a trailing ", " / a leading ","; not LaTeX's "\,"
+_EMPTY_ELEMENT = re.compile(r"(?<!\\),\s*,|(?<!\\),\s*$|^\s*,")
+
+
+def _dropped_element(gold: list[Any], pred: list[Any]) -> str | None:
+    """Rule 6: the library's normaliser deletes ``\\ldots`` and friends, leaving an empty list
+    element, and the rest may parse to anything (``1, 2, \\ldots, n`` parses to 2). Then the
+    two are compared as written (spaces aside)."""
+    g, p = gold[-1], pred[-1]
+    if not (isinstance(g, str) and isinstance(p, str)):
+        return None
+    if not (_EMPTY_ELEMENT.search(g) or _EMPTY_ELEMENT.search(p)):
+        return None
+    if _SPACES.sub("", g) == _SPACES.sub("", p):
+        return None
+    return "an element did not parse (e.g. \\ldots): compared as written, and they differ"
 
 
 def _several(gold: Any) -> bool:
