@@ -183,3 +183,30 @@ def test_boxed_answers_helper() -> None:
 
     text = "a \\boxed{1} b \\boxed{\\frac{1}{2}} c \\fbox{x} \\boxed{open"
     assert [c for _, _, c in boxed_answers(text)] == ["1", "\\frac{1}{2}", "x"]
+
+
+# --- properties of the math profile ------------------------------------------------------------
+
+from decimal import Decimal  # noqa: E402
+
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as hst  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=hst.integers(-10**9, 10**9), b=hst.integers(-10**9, 10**9), places=hst.integers(0, 9))
+def test_math_never_rounds_two_decimals_together(a: int, b: int, places: int) -> None:
+    assume(a != b)
+    x, y = f"{Decimal(a).scaleb(-places):f}", f"{Decimal(b).scaleb(-places):f}"
+    assert st("math", f"\\boxed{{{x}}}", y) == "incorrect"
+    assert st("math", f"\\boxed{{{x}}}", x) == "correct"
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=hst.integers(-999, 999), b=hst.integers(-999, 999))
+def test_math_refuses_a_hedge_whichever_value_is_right(a: int, b: int) -> None:
+    assume(a != b)
+    for text in (f"The answer is {a} or {b}.", f"So the answer is ${a}$ or maybe ${b}$.",
+                 f"$\\boxed{{{a}}}$. Wait, no: $\\boxed{{{b}}}$."):
+        assert st("math", text, str(a)) == "incorrect", text
+        assert st("math", text, str(b)) == "incorrect", text
