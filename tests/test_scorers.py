@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as hst
 
 from reward_service.scorers import SCORERS, UnknownScorerError, resolve_scorer
 from reward_service.scorers.impl import build_scorers
@@ -186,11 +190,6 @@ def test_boxed_answers_helper() -> None:
 
 
 # --- properties of the math profile ------------------------------------------------------------
-
-from decimal import Decimal  # noqa: E402
-
-from hypothesis import assume, given, settings  # noqa: E402
-from hypothesis import strategies as hst  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None)
