@@ -2,13 +2,16 @@
 
 It extracts and compares exactly as the ``math_verify`` profile does (same extraction, same
 ``verify``, same per-worker gold cache), then applies a few rules. A rule that changes the
-library's verdict says so in the verdict's ``reason``. Rules, in order:
+library's verdict says so in the verdict's ``reason``.
 
 Which answer is final: the library's choice, i.e. the last one written in the strongest form
 present (``The final answer is ...`` > ``\\boxed{}`` > ``Answer: ...`` > ``answer ... is`` >
 a bare number), so a revised answer (``the answer is 7. Wait ... the answer is 8``) is judged
 by its last statement. A box is a declaration of the final answer: two different boxes are
 two final answers, not a revision (rule 1).
+
+Rules (the value rules 2, 3, 4, 6 run first, then the answer rules 1 and 5 on what is still
+correct):
 
 1. **One committed answer** (veto). A response is refused when it commits to more than one
    distinct final answer:
@@ -22,8 +25,10 @@ two final answers, not a revision (rule 1).
      answer came from an explicit ``The final answer is ...`` (earlier boxes are then
      intermediate results), nor when the gold is several values (``(3, 3), (1, 1)``: a
      multi-part answer may box each part).
-   * an alternative right after the extracted answer: ``the answer is 5 or 6``,
-     ``$5$ or maybe $6$``, ``5 (or 6)``, ``\\boxed{5} or 6`` (the library takes the ``5``).
+   * a different value right after the extracted answer, joined by ``or``/``and``:
+     ``the answer is 5 or 6``, ``$5$ or maybe $6$``, ``5 (or 6)``, ``2 and 3``,
+     ``\\boxed{5} or 6`` (the library takes the ``5``). The same value twice
+     (``0.5 or \\frac{1}{2}``) is one answer.
 
    A gold that is itself several values (``2, 3``; an interval; a set) still matches an
    answer that lists them all: the library compares those as sets, and the rule only looks
