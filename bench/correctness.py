@@ -29,6 +29,7 @@ from reward_service.scorers.registry import SCORERS
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "corpus.jsonl"
 MV_CASES = ROOT / "tests" / "golden" / "math_verify_cases.jsonl"
+GOLDEN = ROOT / "tests" / "golden" / "cases.jsonl"
 DOC = ROOT / "docs" / "CORRECTNESS.md"
 PROFILES = ("math_verify", "math")
 
@@ -120,7 +121,22 @@ def math_verify_suite() -> dict:
     return right
 
 
-def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict[str, int]) -> str:
+def golden_differences() -> tuple[int, list[tuple[dict, str, str, str | None]]]:
+    """The golden cases, and those where the two math profiles differ."""
+    cases = [json.loads(line) for line in GOLDEN.open()]
+    table = build_scorers()
+    out = []
+    for c in cases:
+        if "math" not in c["expect"]:
+            continue
+        a = table["math_verify"](c["response"], c["gold"], {})
+        b = table["math"](c["response"], c["gold"], {})
+        if a.status != b.status:
+            out.append((c, a.status, b.status, b.reason))
+    return len(cases), out
+
+
+def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict) -> str:
     v = fig["verdicts"]
     out = [
         "# Scoring correctness",
@@ -180,6 +196,21 @@ def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict[str,
             )
     if not differ:
         out.append("| none | | | | | |")
+    n_golden, golden = golden_differences()
+    out += [
+        "",
+        "## What the rules change: golden cases where the profiles differ",
+        "",
+        f"{len(golden)} of the {n_golden} cases of `tests/golden/cases.jsonl` (each pinned per "
+        "profile by `tests/test_golden.py`):",
+        "",
+        "| response | gold | `math_verify` | `math` | `math` reason |",
+        "|---|---|---|---|---|",
+        *(
+            f"| `{_cell(c['response'], 45)}` | `{_cell(c['gold'], 25)}` | {a} | {b} | {_cell(why, 90)} |"
+            for c, a, b, why in golden
+        ),
+    ]
     out += [
         "",
         "## Math-Verify's own test cases",

@@ -41,8 +41,10 @@ correct):
    library called equal (top level, or paired inside tuples, sets, intervals and
    ``x = ...``):
 
-   * two exact values (no decimal point on either side) must agree to 1e-20 relative
-     (evaluated at 30 digits): a difference the library chopped is a different answer;
+   * two exact values (no decimal point on either side): rational ones (``1/2^98``,
+     ``1/2006!``) must be equal, computed exactly; others (surds, ``pi``) must agree to 20
+     significant digits (evaluated at 30): a difference the library chopped is a different
+     answer;
    * a decimal ``d`` against a value that a decimal can write exactly (an integer, a
      terminating fraction, another decimal) must be that value: ``2.0000001 != 2``;
    * a decimal ``d`` with ``k`` decimals against a value it can only approximate
@@ -353,18 +355,31 @@ def _terminates(q: Fraction) -> bool:
     return d == 1
 
 
+def _show(x: Any) -> str:
+    try:
+        return clip(f"{_decimal(x):f}" if isinstance(x, sympy.Float) else x, 40)
+    except ValueError:  # an integer past Python's int-to-str digit limit
+        return "<a very large number>"
+
+
+def _differ(gold: Any, pred: Any) -> str:
+    return f"different exact values: answer {_show(pred)}, gold {_show(gold)}"
+
+
 def _number_veto(gold: Any, pred: Any) -> str | None:
     """Why two constants the library called equal are not, or None when they are."""
     g_float, p_float = gold.has(sympy.Float), pred.has(sympy.Float)
     if not g_float and not p_float:
         g_exact, p_exact = _exact(gold), _exact(pred)
+        if (g_exact is None or p_exact is None) and gold.is_rational and pred.is_rational:
+            g_exact, p_exact = _exact(gold.doit()), _exact(pred.doit())  # 1/2**98: exact
         if g_exact is not None and p_exact is not None:
-            return None if g_exact == p_exact else f"different exact values: {clip(gold, 40)} vs {clip(pred, 40)}"
+            return None if g_exact == p_exact else _differ(gold, pred)
         try:
             diff = abs(sympy.N(gold - pred, 30))
             size = max(abs(sympy.N(gold, 30)), abs(sympy.N(pred, 30)))
             if diff.is_comparable and size.is_comparable and diff > size * sympy.Float("1e-20"):
-                return "different exact values (the library's 15-digit comparison chops the difference)"
+                return _differ(gold, pred) + " (the library's 15-digit comparison chops the difference)"
         except (TypeError, ValueError, ArithmeticError):
             return None
         return None
@@ -380,8 +395,7 @@ def _number_veto(gold: Any, pred: Any) -> str | None:
     if o_exact is not None and o_exact == d_exact:
         return None
     if o_exact is not None and _terminates(o_exact):
-        shown = f"{_decimal(other):f}" if isinstance(other, sympy.Float) else other
-        return f"different exact values: {clip(f'{d:f}', 40)} vs {clip(shown, 40)}"
+        return _differ(gold, pred)
     places = max(0, -int(d.as_tuple().exponent))
     significant = len(d.as_tuple().digits) if d != 0 else 0
     try:
@@ -391,8 +405,8 @@ def _number_veto(gold: Any, pred: Any) -> str | None:
         return None
     if not close or significant < 3:
         return (
-            f"{clip(f'{d:f}', 40)} does not pin down {clip(other, 40)} "
-            "(needs >= 3 significant digits, within its last place)"
+            f"{_show(decimal)} does not pin down {_show(other)} "
+            "(a decimal needs >= 3 significant digits, within its last place)"
         )
     return None
 
