@@ -29,3 +29,19 @@ def test_agreement_with_corpus_labels(client: httpx.Client, scorer: str) -> None
     assert not [x for x in results if x["status"] in ("timeout", "error")]
     agree = sum((x["status"] == "correct") == r["label"] for x, r in zip(results, rows, strict=True))
     assert agree / len(rows) >= 0.998, (scorer, agree, len(rows))
+
+
+def test_math_profile_extracts_exactly_what_parse_does() -> None:
+    """``math_strict._extract`` is a copy of the library's extraction that also returns where
+    the answer was found: its answers equal ``parse``'s on corpus rows."""
+    from math_verify import parse
+
+    from reward_service.scorers.math_strict import _extract
+
+    rows = read_jsonl("corpus.jsonl")[::5]
+    mismatches = [
+        i for i, r in enumerate(rows)
+        if [str(x) for x in _extract(r["response"])[0]]
+        != [str(x) for x in parse(r["response"], parsing_timeout=None)]  # type: ignore[arg-type]
+    ]
+    assert mismatches == []

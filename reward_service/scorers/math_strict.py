@@ -132,8 +132,8 @@ def _extract(text: str) -> tuple[list[Any], re.Match[str] | None]:
     """``parse(text)`` with default configs, plus the regex match that produced the answer.
 
     A copy of ``math_verify.parser.extract_target_from_pred`` (0.9.0, ``any_match``,
-    ``first_match`` fallback) that keeps the match; the parity test checks it against
-    ``parse`` on the corpus."""
+    ``first_match`` fallback) that keeps the match; ``tests/test_corpus_agreement.py`` checks
+    it against ``parse`` on corpus rows."""
     try:
         return _extract_unguarded(text)
     except Exception:  # parse() returns [] on any error; so do we
