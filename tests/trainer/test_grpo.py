@@ -8,8 +8,8 @@ import torch
 from trainer_client.grpo import (
     aggregate,
     entropy_from_logits,
-    grpo_loss,
     group_advantages,
+    grpo_loss,
     kl_k3,
     policy_loss,
     rewards_to_tensor,
