@@ -1,0 +1,113 @@
+"""From validated request items to ordered results: routing, cache, dedup, gold grouping.
+
+Identical items (same scorer, response, ground truth and scorer options) are scored once per
+request and, for definitive verdicts, remembered in a bounded LRU across requests. Items that
+share a ground truth are sent next to each other, so a worker parses each gold once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from reward_service.metrics import Metrics
+from reward_service.pool import Outcome, Task, WorkerPool
+from reward_service.scorers.base import Verdict
+from reward_service.scorers.registry import SCORERS
+
+__all__ = ["Batcher", "Job"]
+
+# Verdicts that depend only on the inputs; timeouts and errors are not remembered.
+_CACHEABLE = frozenset({"correct", "incorrect", "no_answer", "bad_ground_truth"})
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A validated item with its scorer resolved."""
+
+    scorer: str
+    response: str
+    ground_truth: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    job: Job
+    verdict: Verdict
+    elapsed_s: float
+    cached: bool
+
+
+def _key(job: Job) -> bytes:
+    h = hashlib.blake2b(digest_size=16)
+    for part in (job.scorer, job.ground_truth, job.response):
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    h.update(orjson.dumps(job.params, option=orjson.OPT_SORT_KEYS))
+    return h.digest()
+
+
+def job_params(scorer: str, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """The part of ``extra`` the scorer reads (the rest must not split the cache)."""
+    if not extra:
+        return {}
+    return {k: extra[k] for k in SCORERS[scorer].params if k in extra}
+
+
+class Batcher:
+    def __init__(self, pool: WorkerPool, *, cache_items: int, metrics: Metrics) -> None:
+        self._pool = pool
+        self._cache: OrderedDict[bytes, Verdict] = OrderedDict()
+        self._cache_items = cache_items
+        self._metrics = metrics
+
+    async def score(self, jobs: Sequence[Job], timeout_s: float) -> list[Scored]:
+        keys = [_key(j) for j in jobs]
+        out: list[Scored | None] = [None] * len(jobs)
+        first: dict[bytes, int] = {}  # key → index of the item that will be scored
+        hits = 0
+        for i, (job, key) in enumerate(zip(jobs, keys, strict=True)):
+            verdict = self._cache.get(key)
+            if verdict is not None:
+                self._cache.move_to_end(key)
+                out[i] = Scored(job, verdict, 0.0, True)
+                hits += 1
+            elif key not in first:
+                first[key] = i
+        self._metrics.cache_hits.inc(hits)
+        self._metrics.cache_misses.inc(len(jobs) - hits)
+        self._metrics.dedup_items.inc(len(jobs) - hits - len(first))
+
+        # Group by ground truth (first appearance order) so a gold is parsed once per worker.
+        by_gold: dict[tuple[str, str], list[int]] = {}
+        for i in first.values():
+            by_gold.setdefault((jobs[i].scorer, jobs[i].ground_truth), []).append(i)
+        order = [i for group in by_gold.values() for i in group]
+        tasks = [
+            Task(jobs[i].scorer, jobs[i].response, jobs[i].ground_truth, timeout_s, jobs[i].params)
+            for i in order
+        ]
+        outcomes: list[Outcome] = await self._pool.submit(tasks) if tasks else []
+
+        scored: dict[bytes, Scored] = {}
+        for i, outcome in zip(order, outcomes, strict=True):
+            s = Scored(jobs[i], outcome.verdict, outcome.elapsed_s, False)
+            scored[keys[i]] = s
+            self._metrics.item_seconds.labels(scorer=jobs[i].scorer).observe(outcome.elapsed_s)
+            if self._cache_items and outcome.verdict.status in _CACHEABLE:
+                self._cache[keys[i]] = outcome.verdict
+                if len(self._cache) > self._cache_items:
+                    self._cache.popitem(last=False)
+        results: list[Scored] = []
+        for i, s in enumerate(out):
+            results.append(s if s is not None else scored[keys[i]])
+        for s in results:
+            self._metrics.items.labels(scorer=s.job.scorer, status=s.verdict.status).inc()
+        return results

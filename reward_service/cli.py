@@ -1,0 +1,89 @@
+"""Command line: ``reward-service serve [--host --port --workers ...]``.
+
+Every option falls back to its ``REWARD_*`` environment variable, then to the default
+(see ``reward_service.settings.Settings``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from types import FrameType
+
+import uvicorn
+
+from reward_service import __version__
+from reward_service.app import create_app
+from reward_service.logs import configure_logging
+from reward_service.settings import Settings
+
+__all__ = ["main"]
+
+log = logging.getLogger("reward_service")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the pool to refuse new work as soon as SIGTERM arrives."""
+
+    def __init__(self, config: uvicorn.Config, on_exit_signal: object) -> None:
+        super().__init__(config)
+        self._on_exit_signal = on_exit_signal
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit_signal()  # type: ignore[operator]  # only sets a flag
+        super().handle_exit(sig, frame)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="reward-service", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the HTTP service")
+    s.add_argument("--host", help="listen address (REWARD_HOST, default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="listen port (REWARD_PORT, default 8000)")
+    s.add_argument("--workers", type=int, help="active workers (REWARD_WORKERS, default: CPUs)")
+    s.add_argument("--spares", type=int, help="warm spare workers (REWARD_SPARES, default 1)")
+    s.add_argument("--sandbox", choices=["strict", "best-effort", "off"],
+                   help="sandbox mode (REWARD_SANDBOX, default strict)")
+    s.add_argument("--drain-s", type=float, dest="drain_s",
+                   help="grace period on SIGTERM (REWARD_DRAIN_S, default 30)")
+    s.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                   dest="log_level", help="REWARD_LOG_LEVEL, default info")
+    s.add_argument("--access-log", action="store_true", help="log every HTTP request")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    overrides = {
+        k: v for k, v in vars(args).items()
+        if k not in ("command", "access_log") and v is not None
+    }
+    settings = Settings(**overrides)
+    configure_logging(settings.log_level)
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=args.access_log,
+        timeout_graceful_shutdown=int(settings.drain_s) or None,
+        limit_concurrency=None,
+    )
+    server = _Server(config, on_exit_signal=app.state.pool.drain)
+    log.info("starting", extra={"version": __version__, "host": settings.host,
+                                "port": settings.port, "workers": settings.workers,
+                                "sandbox": settings.sandbox})
+    server.run()
+    if not server.started:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    sys.exit(main())

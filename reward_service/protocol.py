@@ -1,0 +1,97 @@
+"""Messages between the supervisor and a worker: length-prefixed orjson frames on a pipe.
+
+Each worker has its own pair of pipes (no shared queue or lock a dying worker could hold).
+JSON, not pickle, travels in both directions: a worker handles untrusted text, and nothing it
+sends back may be able to run code in the server.
+
+Supervisor → worker::
+
+    {"op": "score", "items": [[seq, scorer, response, ground_truth, params], ...]}
+    EOF on the pipe                      → finish and exit 0
+
+Worker → supervisor::
+
+    {"op": "ready", "pid": int, "sandbox": {layer: {"status": ..., "detail": ...}}}
+    {"op": "fatal", "reason": str}       → the worker refuses to run (then exits 3)
+    {"op": "result", "seq": int, "status": str, "extracted": str|None,
+     "extracted_gold": str|None, "reason": str|None, "elapsed_s": float}
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Any
+
+import orjson
+
+__all__ = ["FrameDecoder", "ProtocolError", "encode", "read_frame", "write_all"]
+
+_HEADER = struct.Struct("!I")
+MAX_FRAME = 512 * 1024 * 1024
+
+
+class ProtocolError(Exception):
+    """A peer sent bytes that are not a valid frame."""
+
+
+def encode(msg: Any) -> bytes:
+    body = orjson.dumps(msg)
+    return _HEADER.pack(len(body)) + body
+
+
+class FrameDecoder:
+    """Incremental decoder for a non-blocking reader (the supervisor side)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Any]:
+        self._buf += data
+        out = []
+        while len(self._buf) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buf)
+            if size > MAX_FRAME:
+                raise ProtocolError(f"frame of {size} bytes")
+            end = _HEADER.size + size
+            if len(self._buf) < end:
+                break
+            try:
+                out.append(orjson.loads(memoryview(self._buf)[_HEADER.size : end]))
+            except orjson.JSONDecodeError as exc:
+                raise ProtocolError(str(exc)) from exc
+            del self._buf[:end]
+        return out
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks = []
+    while n:
+        data = os.read(fd, min(n, 1 << 20))
+        if not data:
+            return None
+        chunks.append(data)
+        n -= len(data)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> Any | None:
+    """Blocking read of one frame (the worker side); None on EOF."""
+    header = _read_exact(fd, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_FRAME:
+        raise ProtocolError(f"frame of {size} bytes")
+    body = _read_exact(fd, size)
+    if body is None:
+        return None
+    return orjson.loads(body)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Blocking write of all of ``data`` (the worker side)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,69 @@
+"""Request and response bodies of the HTTP API (pydantic models; OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reward_service.scorers.base import Status
+
+__all__ = ["InfoResponse", "ItemResult", "ScoreItem", "ScoreRequest", "ScoreResponse"]
+
+
+class ScoreItem(BaseModel):
+    """One response to score against its ground truth."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    response: str = Field(description="The model's full response text.")
+    ground_truth: str = Field(description="The reference answer (e.g. '18', '\\frac{1}{2}').")
+    data_source: str | None = Field(
+        None, description="Dataset name used for routing, e.g. 'openai/gsm8k' (verl style)."
+    )
+    scorer: str | None = Field(
+        None, description="Scorer to use; overrides routing. See GET /v1/info for the list."
+    )
+    id: str | None = Field(None, max_length=256, description="Echoed back in the result.")
+    extra: dict[str, Any] | None = Field(
+        None, description="Scorer options (numeric: rel_tol, abs_tol; choice: choices)."
+    )
+
+
+class ScoreRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[ScoreItem] = Field(description="Items to score; results come back in order.")
+    timeout_s: float | None = Field(
+        None, gt=0, description="Deadline per item, from the moment a worker starts it."
+    )
+
+
+class ItemResult(BaseModel):
+    id: str | None = None
+    score: float = Field(description="1.0 when correct, else 0.0.")
+    status: Status
+    scorer: str
+    scorer_version: str
+    extracted: str | None = Field(None, description="Final answer taken from the response.")
+    extracted_gold: str | None = Field(None, description="Answer taken from the ground truth.")
+    reason: str | None = Field(None, description="Why, for no_answer/bad_ground_truth/timeout/error.")
+    elapsed_s: float = Field(description="Scoring time on a worker (0 for cache hits).")
+    cached: bool = Field(False, description="Answered from the verdict cache.")
+
+
+class ScoreResponse(BaseModel):
+    results: list[ItemResult]
+    count: int
+    statuses: dict[str, int] = Field(description="How many results have each status.")
+    elapsed_s: float = Field(description="Wall time for the whole request on the server.")
+
+
+class InfoResponse(BaseModel):
+    version: str
+    scorers: list[dict[str, Any]]
+    default_scorer: str
+    limits: dict[str, Any]
+    workers: dict[str, Any]
+    sandbox: dict[str, Any]
+    auth: bool

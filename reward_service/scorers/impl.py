@@ -1,0 +1,26 @@
+"""Worker-side scorer table: name → callable. Importing this module imports math-verify."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reward_service.scorers.base import Verdict
+from reward_service.scorers.math_verify_scorer import MathVerifyScorer
+from reward_service.scorers.registry import SCORERS
+from reward_service.scorers.simple import score_choice, score_gsm8k, score_numeric
+
+__all__ = ["ScoreFn", "build_scorers"]
+
+ScoreFn = Callable[[str, str, Mapping[str, Any]], Verdict]
+
+
+def build_scorers() -> dict[str, ScoreFn]:
+    table: dict[str, ScoreFn] = {
+        "math_verify": MathVerifyScorer(),
+        "gsm8k": score_gsm8k,
+        "numeric": score_numeric,
+        "choice": score_choice,
+    }
+    assert table.keys() == SCORERS.keys()
+    return table

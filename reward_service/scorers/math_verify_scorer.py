@@ -1,0 +1,95 @@
+"""math-verify with the library's default extraction and comparison configs.
+
+Parity contract: the verdict equals in-process ``verify(parse(gold), parse(response))`` with
+default configs. Differences, all deliberate:
+
+* the library's own ``signal.alarm`` timeouts are off (``None``): the supervisor enforces a
+  wall-clock deadline by killing the worker, which also stops work stuck inside C;
+* the parsed gold is cached per worker (a GRPO group shares one gold);
+* a ``MemoryError`` (the worker's address-space cap) is reported as ``error`` instead of being
+  swallowed into a silent ``incorrect``/``no_answer`` as the library does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from math_verify import parse, verify
+
+from reward_service.scorers.base import Verdict, clip
+
+__all__ = ["MathVerifyScorer", "boxed_gold"]
+
+
+class _ErrorTap(logging.Handler):
+    """Swallows math-verify's log records (they embed whole inputs) and notes MemoryErrors."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.memory_error = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[0] is not None:
+            if issubclass(record.exc_info[0], MemoryError):
+                self.memory_error = True
+
+
+def _install_tap() -> _ErrorTap:
+    tap = _ErrorTap()
+    for name in ("math_verify", "latex2sympy2_extended"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = [tap]
+        lg.setLevel(logging.DEBUG)
+        lg.propagate = False
+    return tap
+
+
+def boxed_gold(ground_truth: str) -> str:
+    """Wrap the gold in ``\\boxed{}`` unless it already has one (as verl does)."""
+    return ground_truth if "\\boxed" in ground_truth else "\\boxed{" + ground_truth + "}"
+
+
+def _shown(parsed: list[Any]) -> str | None:
+    # parse() returns [sympy_object, matched_string] (or just the string on fallback).
+    return clip(parsed[-1]) if parsed else None
+
+
+class MathVerifyScorer:
+    name = "math_verify"
+
+    def __init__(self, gold_cache_size: int = 4096) -> None:
+        self._tap = _install_tap()
+        self._gold: OrderedDict[str, list[Any]] = OrderedDict()
+        self._gold_cache_size = gold_cache_size
+
+    def _parse_gold(self, gold: str) -> list[Any]:
+        hit = self._gold.get(gold)
+        if hit is not None:
+            self._gold.move_to_end(gold)
+            return hit
+        parsed = parse(gold, parsing_timeout=None)  # type: ignore[arg-type]
+        if not self._tap.memory_error:
+            self._gold[gold] = parsed
+            if len(self._gold) > self._gold_cache_size:
+                self._gold.popitem(last=False)
+        return parsed
+
+    def __call__(self, response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
+        self._tap.memory_error = False
+        gold = self._parse_gold(boxed_gold(ground_truth))
+        if self._tap.memory_error:
+            return Verdict("error", reason="memory limit reached while parsing the ground truth")
+        if not gold:
+            return Verdict("bad_ground_truth", reason="nothing parseable in the ground truth")
+        pred = parse(response, parsing_timeout=None)  # type: ignore[arg-type]
+        if self._tap.memory_error:
+            return Verdict("error", reason="memory limit reached while parsing the response")
+        if not pred:
+            return Verdict("no_answer", extracted_gold=_shown(gold), reason="no answer found")
+        ok = verify(gold, pred, timeout_seconds=None)
+        if self._tap.memory_error:
+            return Verdict("error", _shown(pred), _shown(gold), "memory limit reached in verify")
+        return Verdict.judge(ok, _shown(pred), _shown(gold))

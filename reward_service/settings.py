@@ -1,0 +1,91 @@
+"""The one settings object of the service (env prefix ``REWARD_``).
+
+Built once at the entry point (CLI or ``create_app``) and passed down; nothing else in the
+package reads the environment.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings"]
+
+
+class Settings(BaseSettings):
+    """Service settings. Every field can be set as ``REWARD_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="REWARD_", extra="forbid", frozen=True)
+
+    # --- network -------------------------------------------------------------------------
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8000, ge=0, le=65535, description="Port to listen on (0 = any free).")
+    api_token: SecretStr | None = Field(
+        None, description="When set, every endpoint but /healthz and /readyz needs 'Bearer TOKEN'."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # --- worker pool ---------------------------------------------------------------------
+    workers: int = Field(
+        default_factory=lambda: os.cpu_count() or 1, ge=1, le=256, description="Active workers."
+    )
+    spares: int = Field(1, ge=0, le=64, description="Warm idle workers that replace a killed one.")
+    chunk_size: int = Field(32, ge=1, le=1024, description="Items per IPC message to a worker.")
+    chunks_in_flight: int = Field(2, ge=1, le=8, description="Chunks queued on one worker.")
+    max_queue_items: int = Field(
+        65536, ge=1, description="Items waiting for a worker before new requests get 503."
+    )
+    worker_start_timeout_s: float = Field(60.0, gt=0, description="Spawn + import + warm-up.")
+    worker_stop_timeout_s: float = Field(2.0, gt=0, description="Wait after EOF before SIGKILL.")
+    recycle_after_items: int = Field(20000, ge=1, description="Restart a worker after K items.")
+    recycle_rss_mb: int = Field(
+        1024, ge=64, description="Restart a worker whose resident memory grows past this."
+    )
+
+    # --- per item ------------------------------------------------------------------------
+    default_timeout_s: float = Field(
+        5.0, gt=0, description="Wall-clock deadline per item from the moment a worker starts it."
+    )
+    max_timeout_s: float = Field(60.0, gt=0, description="Largest timeout_s a request may ask.")
+
+    # --- request limits ------------------------------------------------------------------
+    max_items: int = Field(16384, ge=1, description="Items per request (more: 413).")
+    max_response_chars: int = Field(8_000_000, ge=1, description="Characters per response.")
+    max_ground_truth_chars: int = Field(100_000, ge=1, description="Characters per ground truth.")
+    max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Request body size.")
+    cache_items: int = Field(
+        100_000, ge=0, description="Verdicts kept across requests (LRU; 0 disables)."
+    )
+
+    # --- sandbox -------------------------------------------------------------------------
+    sandbox: Literal["strict", "best-effort", "off"] = Field(
+        "strict",
+        description="strict: refuse a worker missing a layer this host supports; "
+        "best-effort: run and report; off: no sandbox (tests of the pool only).",
+    )
+    worker_memory_mb: int = Field(2048, ge=128, description="RLIMIT_AS of a worker.")
+    worker_cpu_s: int = Field(3600, ge=1, description="RLIMIT_CPU backstop of a worker's life.")
+    worker_uid: int = Field(65534, ge=1, description="Unprivileged uid a root server drops to.")
+    worker_gid: int = Field(65534, ge=1, description="Unprivileged gid a root server drops to.")
+
+    # --- lifecycle -----------------------------------------------------------------------
+    drain_s: float = Field(
+        30.0, ge=0, description="On SIGTERM: time to finish in-flight requests before stopping."
+    )
+    retry_after_s: int = Field(1, ge=1, description="Retry-After on 503 answers.")
+
+    # --- tests only (never reachable over HTTP) ------------------------------------------
+    enable_test_probes: bool = Field(
+        False, description="Let the pool run named sandbox probes in a worker (tests only)."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.default_timeout_s > self.max_timeout_s:
+            raise ValueError("default_timeout_s must not exceed max_timeout_s")
+        if self.max_items > self.max_queue_items:
+            raise ValueError("max_items must not exceed max_queue_items")
+        return self

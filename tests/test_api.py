@@ -1,0 +1,173 @@
+"""The HTTP contract, against the real server and real workers (session fixture ``svc``)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.helpers import service
+
+
+def _score(client: httpx.Client, items: list[dict], **body: object) -> httpx.Response:
+    return client.post("/v1/score", json={"items": items, **body})
+
+
+def test_results_in_order_with_ids_and_statuses(client: httpx.Client) -> None:
+    items = [
+        {"response": "So the answer is $\\boxed{\\frac{1}{2}}$.", "ground_truth": "0.5", "id": "a"},
+        {"response": "I get 17.\n#### 17", "ground_truth": "18", "data_source": "openai/gsm8k",
+         "id": "b"},
+        {"response": "I don't know.", "ground_truth": "42", "id": "c"},
+        {"response": "\\boxed{3}", "ground_truth": "", "id": "d"},
+        {"response": "The answer is (C).", "ground_truth": "C", "scorer": "choice", "id": "e"},
+        {"response": "about \\boxed{3.14159}", "ground_truth": "3.1416", "scorer": "numeric",
+         "extra": {"rel_tol": 1e-4}, "id": "f"},
+    ]
+    r = _score(client, items)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    got = [(x["id"], x["status"], x["score"], x["scorer"]) for x in body["results"]]
+    assert got == [
+        ("a", "correct", 1.0, "math_verify"),
+        ("b", "incorrect", 0.0, "gsm8k"),
+        ("c", "no_answer", 0.0, "math_verify"),
+        ("d", "bad_ground_truth", 0.0, "math_verify"),
+        ("e", "correct", 1.0, "choice"),
+        ("f", "correct", 1.0, "numeric"),
+    ]
+    assert body["count"] == 6
+    assert body["statuses"]["correct"] == 3
+    first = body["results"][0]
+    assert first["extracted"] == "\\frac{1}{2}" and first["scorer_version"].startswith("1.0")
+    assert first["elapsed_s"] > 0
+    assert body["results"][1]["extracted"] == "17"
+
+
+def test_score_alias_path(client: httpx.Client) -> None:
+    r = client.post("/score", json={"items": [{"response": "#### 7", "ground_truth": "7",
+                                               "scorer": "gsm8k"}]})
+    assert r.status_code == 200
+    assert r.json()["results"][0]["status"] == "correct"
+
+
+def test_duplicates_are_scored_once_and_cached(client: httpx.Client) -> None:
+    item = {"response": "x = \\boxed{1234567}", "ground_truth": "1234567"}
+    r = _score(client, [item] * 5)
+    results = r.json()["results"]
+    assert [x["status"] for x in results] == ["correct"] * 5
+    again = _score(client, [item]).json()["results"][0]
+    assert again["cached"] is True and again["status"] == "correct"
+
+
+@pytest.mark.parametrize(
+    ("content", "headers", "code"),
+    [
+        (b"{not json", {"content-type": "application/json"}, 422),
+        (b'{"items": "nope"}', {"content-type": "application/json"}, 422),
+        (b'{"items": [{"response": 5, "ground_truth": "1"}]}', {"content-type": "application/json"}, 422),
+        (b'{"items": [{"response": "a"}]}', {"content-type": "application/json"}, 422),
+        (b'{"items": [], "extra_field": 1}', {"content-type": "application/json"}, 422),
+        (b'{"items": [{"response": "\xff\xfe", "ground_truth": "1"}]}', {"content-type": "application/json"}, 422),
+    ],
+    ids=["malformed", "items-not-list", "wrong-type", "missing-field", "unknown-field", "bad-utf8"],
+)
+def test_malformed_requests_get_422(
+    client: httpx.Client, content: bytes, headers: dict[str, str], code: int
+) -> None:
+    r = client.post("/v1/score", content=content, headers=headers)
+    assert r.status_code == code, r.text
+    assert "detail" in r.json()
+
+
+def test_validation_errors_do_not_echo_input(client: httpx.Client) -> None:
+    big = "Z" * 100_000
+    r = client.post("/v1/score", json={"items": [{"response": big, "ground_truth": 1}]})
+    assert r.status_code == 422
+    assert len(r.content) < 5_000
+
+
+def test_unknown_scorer_negative_and_huge_timeout(client: httpx.Client) -> None:
+    r = _score(client, [{"response": "1", "ground_truth": "1", "scorer": "nope"}])
+    assert r.status_code == 422 and "unknown scorer" in r.text
+    r = _score(client, [{"response": "1", "ground_truth": "1"}], timeout_s=-1)
+    assert r.status_code == 422
+    r = _score(client, [{"response": "1", "ground_truth": "1"}], timeout_s=0)
+    assert r.status_code == 422
+    r = _score(client, [{"response": "1", "ground_truth": "1"}], timeout_s=10_000)
+    assert r.status_code == 422 and "timeout_s" in r.text
+
+
+def test_empty_batch_and_empty_strings(client: httpx.Client) -> None:
+    r = _score(client, [])
+    assert r.status_code == 200 and r.json()["results"] == []
+    r = _score(client, [{"response": "", "ground_truth": "5"},
+                        {"response": "", "ground_truth": "5", "scorer": "gsm8k"}])
+    assert [x["status"] for x in r.json()["results"]] == ["no_answer", "no_answer"]
+
+
+def test_nul_bytes_and_odd_unicode_are_per_item_statuses(client: httpx.Client) -> None:
+    items = [
+        {"response": "\x00\x00 \\boxed{4} \x00", "ground_truth": "4"},
+        {"response": "\ud7ff \U0001f600 \u202e \\boxed{\x00}", "ground_truth": "4"},
+        {"response": "#### 4\x00", "ground_truth": "4\x00", "scorer": "gsm8k"},
+    ]
+    r = _score(client, items)
+    assert r.status_code == 200, r.text
+    statuses = [x["status"] for x in r.json()["results"]]
+    assert statuses[0] == "correct"
+    assert all(s in {"correct", "incorrect", "no_answer", "bad_ground_truth", "error"}
+               for s in statuses)
+
+
+def test_too_many_items_gets_413(client: httpx.Client) -> None:
+    items = [{"response": "1", "ground_truth": "1"}] * 200_000
+    r = _score(client, items)
+    assert r.status_code == 413, r.text[:300]
+    assert "items" in r.json()["detail"]
+
+
+def test_20mb_response_gets_413(client: httpx.Client) -> None:
+    r = _score(client, [{"response": "9" * 20_000_000, "ground_truth": "1"}])
+    assert r.status_code == 413, r.text[:300]
+    assert "response" in r.json()["detail"]
+
+
+def test_body_over_limit_gets_413_before_parsing(client: httpx.Client) -> None:
+    r = client.post("/v1/score", content=b"x" * (65 * 1024 * 1024),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_health_ready_info_metrics(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["ready"] is True
+    info = client.get("/v1/info").json()
+    assert {s["name"] for s in info["scorers"]} == {"math_verify", "gsm8k", "numeric", "choice"}
+    assert info["limits"]["max_items"] > 0
+    assert info["sandbox"]["mode"] == "strict"
+    assert set(info["sandbox"]["layers"]) == {"clean_env", "rlimits", "netns", "landlock", "uid",
+                                              "seccomp"}
+    assert info["workers"]["active"] == 2
+    _score(client, [{"response": "\\boxed{2}", "ground_truth": "2"}])
+    text = client.get("/metrics").text
+    assert 'reward_items_total{scorer="math_verify",status="correct"}' in text
+    assert 'reward_workers{state="active"} 2.0' in text
+    assert client.get("/docs").status_code == 200
+    assert "/v1/score" in client.get("/openapi.json").json()["paths"]
+
+
+def test_bearer_token() -> None:
+    with service(REWARD_API_TOKEN="s3cret-token", REWARD_WORKERS=1, REWARD_SPARES=0) as svc:
+        item = {"items": [{"response": "\\boxed{1}", "ground_truth": "1"}]}
+        with httpx.Client(base_url=svc.url, timeout=30) as c:
+            assert c.post("/v1/score", json=item).status_code == 401
+            bad = c.post("/v1/score", json=item, headers={"Authorization": "Bearer nope"})
+            assert bad.status_code == 401 and bad.headers["www-authenticate"] == "Bearer"
+            ok = c.post("/v1/score", json=item, headers={"Authorization": "Bearer s3cret-token"})
+            assert ok.status_code == 200
+            for path in ("/v1/info", "/metrics"):
+                assert c.get(path).status_code == 401
+            assert c.get("/healthz").status_code == 200
+            assert c.get("/readyz").status_code == 200
+        assert "s3cret-token" not in svc.log()
