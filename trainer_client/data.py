@@ -64,7 +64,8 @@ class DataSettings:
     format: Format = "toy"  # "toy", "gsm8k" or "math"
     train_path: str | None = None  # JSONL (gsm8k/math formats); unused for "toy"
     eval_path: str | None = None  # JSONL for eval; None: hold out eval_size train rows
-    eval_size: int = 20  # held-out problems (toy: sums kept out of training)
+    eval_size: int = 20  # held-out problems (toy: sums kept out of training; 0: eval on train)
+    toy_max_sum: int = 18  # toy: keep sums a + b <= this (9: single-digit answers)
     max_train: int | None = None  # keep only the first N training rows
     template: str = "plain"  # a key of PROMPT_TEMPLATES
     use_chat_template: bool = False  # wrap in the tokenizer's chat template when it has one
@@ -131,13 +132,17 @@ def load_jsonl_problems(path: str | Path, fmt: Format, *, limit: int | None = No
     return out
 
 
-def toy_addition(*, seed: int = 0, eval_size: int = 20,
+def toy_addition(*, seed: int = 0, eval_size: int = 20, max_sum: int = 18,
                  scorer: str | None = None) -> tuple[list[Problem], list[Problem]]:
-    """All 100 single-digit sums ``"a+b="``, split (seeded) into ``(train, held_out)``."""
+    """Sums ``"a+b="`` of single digits with ``a + b <= max_sum`` (18: all 100; 9: the 55
+    with a single-digit answer), split (seeded) into ``(train, held_out)``.
+    ``eval_size=0`` evaluates on the training sums themselves."""
     probs = [Problem(id=f"toy-{a}+{b}", question=f"{a}+{b}=", ground_truth=str(a + b),
                      scorer=scorer or "numeric", data_source="toy_addition")
-             for a in range(10) for b in range(10)]
+             for a in range(10) for b in range(10) if a + b <= max_sum]
     random.Random(seed).shuffle(probs)
+    if eval_size == 0:
+        return probs, list(probs)
     return probs[eval_size:], probs[:eval_size]
 
 
@@ -145,7 +150,7 @@ def load_problems(settings: DataSettings) -> tuple[list[Problem], list[Problem]]
     """``(train, eval)`` problems as the settings say."""
     if settings.format == "toy":
         return toy_addition(seed=settings.seed, eval_size=settings.eval_size,
-                            scorer=settings.scorer)
+                            max_sum=settings.toy_max_sum, scorer=settings.scorer)
     if settings.train_path is None:
         raise ValueError(f"data.train_path is required for format {settings.format!r}")
     train = load_jsonl_problems(settings.train_path, settings.format, scorer=settings.scorer)
