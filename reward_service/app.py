@@ -233,7 +233,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
             )
             for item, s in zip(body.items, scored, strict=True)
         ]
-        statuses = {st: 0 for st in STATUSES}
+        statuses: dict[str, int] = dict.fromkeys(STATUSES, 0)
         for r in results:
             statuses[r.status] += 1
         elapsed = time.perf_counter() - t0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 from types import FrameType
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         port=settings.port,
         log_config=None,
         access_log=args.access_log,
-        timeout_graceful_shutdown=int(settings.drain_s) or None,
+        timeout_graceful_shutdown=math.ceil(settings.drain_s),  # 0: cancel at once
         limit_concurrency=None,
     )
     server = _Server(config, on_exit_signal=app.state.pool.drain)
