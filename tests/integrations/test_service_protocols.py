@@ -156,7 +156,7 @@ def test_slime_malformed_is_422(client: httpx.Client, payload: dict, match: str)
     assert match in str(r.json()["detail"])
 
 
-def test_limits_auth_and_draining_are_the_same_as_v1_score() -> None:
+def test_limits_and_auth_are_the_same_as_v1_score() -> None:
     with service(REWARD_API_TOKEN="s3cret", REWARD_MAX_ITEMS="4",
                  REWARD_MAX_RESPONSE_CHARS="200", REWARD_WORKERS="1", REWARD_SPARES="0") as svc:
         good = {"query": ["a\\boxed{1}"], "prompts": ["a"], "labels": ["1"]}
