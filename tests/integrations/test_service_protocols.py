@@ -204,3 +204,12 @@ def test_overload_is_503_with_retry_after_on_every_protocol() -> None:
         assert r.status_code == 503, r.text
         assert int(r.headers["retry-after"]) >= 1
     assert [x["status"] for x in reply["r"].json()["results"]] == ["timeout", "timeout"]
+
+
+def test_routes_are_documented_in_openapi(client: httpx.Client) -> None:
+    r = client.get("/openapi.json")
+    assert r.status_code == 200
+    paths = r.json()["paths"]
+    assert "/get_reward" in paths and "/slime/reward" in paths
+    params = {p["name"] for p in paths["/get_reward"]["post"]["parameters"]}
+    assert params == {"scorer", "data_source", "timeout_s"}
