@@ -314,9 +314,6 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         503: {"description": "Overloaded or draining; retry after Retry-After seconds"},
     }
 
-    def _route_scorer(scorer: str | None, data_source: str | None) -> str:
-        return resolve_scorer(scorer, data_source)  # UnknownScorerError → 422
-
     @app.post(
         "/get_reward", dependencies=auth, response_model=GetRewardResponse,
         summary="OpenRLHF remote reward: --remote_rm_url http://HOST:PORT/get_reward",
@@ -335,7 +332,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         """
         t0 = time.perf_counter()
         timeout = _open(len(body.query), timeout_s)
-        name = _route_scorer(scorer, data_source)
+        name = resolve_scorer(scorer, data_source)  # unknown → 422
         try:
             extracted = openrlhf_items(body.query, body.prompts, body.labels)
         except CompatError as exc:
@@ -386,7 +383,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         """
         t0 = time.perf_counter()
         timeout = _open(1, timeout_s)
-        name = _route_scorer(scorer, data_source)
+        name = resolve_scorer(scorer, data_source)  # unknown → 422
         try:
             e = slime_item(body.response, body.label)
         except CompatError as exc:

@@ -73,7 +73,7 @@ def test_naive_manager_keyword_call(service_env: str) -> None:
     # NaiveRewardManager.__call__: compute_score(data_source=, solution_str=, ground_truth=,
     # extra_info=) with extra_info carrying num_turns
     out = compute_score(data_source="lighteval/MATH",
-                        solution_str="So the answer is $\\boxed{\\frac{1}{2}}$.",
+                        solution_str="Hence (verl) the answer is $\\boxed{\\frac{1}{2}}$.",
                         ground_truth="0.5", extra_info={"index": 3, "num_turns": None})
     assert out == {"score": 1.0, "acc": 1.0, "pred": "\\frac{1}{2}", "status": "correct",
                    "scored": 1.0}
