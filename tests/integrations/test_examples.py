@@ -24,3 +24,9 @@ def test_example_runs(svc: Service, script) -> None:  # type: ignore[no-untyped-
                          text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "reward" in out.stdout or "score" in out.stdout
+
+
+@pytest.mark.parametrize("script", sorted((ROOT / "examples").glob("*/*.sh")),
+                         ids=lambda p: p.parent.name)
+def test_launch_scripts_parse(script) -> None:  # type: ignore[no-untyped-def]
+    subprocess.run(["bash", "-n", str(script)], check=True, timeout=30)
