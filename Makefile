@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench clean
+.PHONY: serve test lint bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ lint: $(VENV)/.dev
 
 bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl
 	$(BIN)/python -m bench
+
+soak: $(VENV)/.dev  ## reliability suite with 5-minute load phases → docs/RELIABILITY.md
+	mkdir -p bench/results
+	SOAK_SECONDS=$${SOAK_SECONDS:-300} RELIABILITY_REPORT=bench/results/reliability.json \
+		$(BIN)/python -m pytest tests/reliability tests/test_sandbox.py tests/test_lifecycle.py
+	SOAK_SECONDS=$${SOAK_SECONDS:-300} $(BIN)/python -m tests.reliability.report bench/results/reliability.json docs/RELIABILITY.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -140,6 +140,10 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         version=__version__,
         summary="Scores LLM answers to math problems in sandboxed workers with hard deadlines.",
         lifespan=lifespan,
+        # with a token, nothing but the probes is open: the schema and docs pages go too
+        openapi_url=None if settings.api_token else "/openapi.json",
+        docs_url=None if settings.api_token else "/docs",
+        redoc_url=None if settings.api_token else "/redoc",
     )
     app.state.settings = settings
     app.state.pool = pool
