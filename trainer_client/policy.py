@@ -88,6 +88,7 @@ class PolicySettings:
     optim: OptimSettings = field(default_factory=OptimSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     dist_timeout_s: float = 600.0  # timeout of collectives
+    num_threads: int = 0  # torch intra-op threads in this rank; 0: torch's default
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -124,6 +125,8 @@ class PolicyWorker:
         optimizer, and load ``optimizer_state`` (a checkpoint's ``optimizer.pt``) if given.
         ``settings.model_path`` is the checkpoint's ``model/`` dir when resuming."""
         self.settings = settings
+        if settings.num_threads > 0:
+            torch.set_num_threads(settings.num_threads)
         self.rank, self.world_size = rank, world_size
         self.device = torch.device(settings.device if settings.device == "cpu"
                                    else f"cuda:{torch.cuda.current_device()}")

@@ -68,6 +68,7 @@ class EngineSettings:
     gpu_memory_utilization: float = 0.3  # vLLM: share of GPU memory it may take
     max_model_len: int = 1024  # vLLM: prompt + completion tokens
     enforce_eager: bool = True  # vLLM: skip CUDA-graph capture (fast start)
+    num_threads: int = 0  # torch intra-op threads of the HF engine; 0: torch's default
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,8 @@ class HFEngine:
 
     def __init__(self, model_path: str, settings: EngineSettings) -> None:
         self.settings = settings
+        if settings.num_threads > 0:
+            torch.set_num_threads(settings.num_threads)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token

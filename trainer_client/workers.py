@@ -47,7 +47,6 @@ class RolloutWorker:
     """Holds the rollout engine (one per Ray actor or process)."""
 
     def __init__(self, model_path: str, settings: EngineSettings) -> None:
-        torch.set_num_threads(max(1, torch.get_num_threads()))
         self.engine = make_engine(model_path, settings)
 
     def generate(self, prompts: Sequence[str],
