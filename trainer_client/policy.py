@@ -56,6 +56,7 @@ class OptimSettings:
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.99
+    eps: float = 1e-8  # AdamW epsilon
     grad_clip: float = 1.0  # max global grad norm; 0 disables
 
 
@@ -144,7 +145,7 @@ class PolicyWorker:
                                   trainable=False)
         o = settings.optim
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr,
-                                           betas=(o.beta1, o.beta2),
+                                           betas=(o.beta1, o.beta2), eps=o.eps,
                                            weight_decay=o.weight_decay)
         self.opt_steps = 0
         if optimizer_state is not None:
