@@ -23,7 +23,7 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -167,7 +167,7 @@ class PolicyWorker:
         torch.manual_seed(0)  # identical init of anything not in the checkpoint, every rank
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
             path, dtype=_dtype(self.settings.dtype))
-        model.to(self.device)
+        model.to(self.device)  # type: ignore[arg-type]
         if trainable and self.settings.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if self.settings.fsdp or self.world_size > 1:
@@ -282,7 +282,7 @@ class PolicyWorker:
         """Collective: unsharded weights (HF names, CPU) on rank 0; None elsewhere."""
         sd = get_model_state_dict(self.model, options=StateDictOptions(
             full_state_dict=True, cpu_offload=True))
-        return sd if self.rank == 0 else None
+        return cast(dict[str, torch.Tensor], sd) if self.rank == 0 else None
 
     def save_checkpoint(self, root: str, step: int, trainer_state: dict[str, Any],
                         keep_last: int) -> str | None:
@@ -306,9 +306,9 @@ class PolicyWorker:
         save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
         config.save_pretrained(model_dir)
         self._tokenizer.save_pretrained(model_dir)
-        osd = dict(osd)
-        osd["_opt_steps"] = self.opt_steps
-        torch.save(osd, tmp / "optimizer.pt")
+        to_save: dict[str, Any] = dict(osd)
+        to_save["_opt_steps"] = self.opt_steps
+        torch.save(to_save, tmp / "optimizer.pt")
         (tmp / "policy_settings.json").write_text(json.dumps(asdict(self.settings), default=str,
                                                              indent=1))
         final = finalize_checkpoint(root, step, trainer_state)

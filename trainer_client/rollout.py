@@ -143,8 +143,10 @@ class HFEngine:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=_dtype(settings.dtype)).to(settings.device)
+            model_path, dtype=_dtype(settings.dtype))
+        self.model.to(torch.device(settings.device))  # type: ignore[arg-type]
         self.model.eval()
+        self.model.requires_grad_(False)  # inference only
         self._calls = 0
 
     @torch.no_grad()
@@ -181,7 +183,7 @@ class HFEngine:
             for k in range(n):
                 ids, finished = _cut(new[p * n + k], eos, tok.pad_token_id)
                 group.append(Completion(prompt_ids=prompt_ids, completion_ids=ids,
-                                        text=tok.decode(ids, skip_special_tokens=True),
+                                        text=str(tok.decode(ids, skip_special_tokens=True)),
                                         finished=finished))
             result.append(group)
         return result
@@ -241,7 +243,7 @@ class VLLMEngine:
                     ids.append(eos)  # stopped on EOS without returning it: score it anyway
                 group.append(Completion(prompt_ids=list(tp["prompt_token_ids"]),
                                         completion_ids=ids,
-                                        text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                                        text=str(self.tokenizer.decode(ids, skip_special_tokens=True)),
                                         finished=finished))
             result.append(group)
         return result

@@ -34,7 +34,7 @@ def _batch():
     comps = []
     for i in range(8):  # 2 groups of 4, prompts of different lengths
         prompt = torch.randint(4, 90, (3 + i % 3,), generator=g).tolist()
-        comp = torch.randint(4, 90, (1 + i % 2,), generator=g).tolist() + [2]
+        comp = [*torch.randint(4, 90, (1 + i % 2,), generator=g).tolist(), 2]
         comps.append(Completion(prompt_ids=prompt, completion_ids=comp, text="", finished=True))
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, 0.0, -1.0, -1.0])
     return make_train_batch(comps, adv, torch.ones(8, dtype=torch.bool), pad_id=0)
