@@ -249,7 +249,10 @@ class VLLMEngine:
         return result
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        weights = [(k, v) for k, v in state_dict.items()]
+        weights = list(state_dict.items())
+        if "lm_head.weight" not in state_dict and "model.embed_tokens.weight" in state_dict:
+            # tied embeddings: vLLM's in-place reload expects the head too, else keeps the old
+            weights.append(("lm_head.weight", state_dict["model.embed_tokens.weight"]))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()  # cached KV of old weights must not be reused
 
