@@ -125,6 +125,10 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         version=__version__,
         summary="Scores LLM answers to math problems in sandboxed workers with hard deadlines.",
         lifespan=lifespan,
+        # with a token, nothing but the probes is open: the schema and docs pages go too
+        openapi_url=None if settings.api_token else "/openapi.json",
+        docs_url=None if settings.api_token else "/docs",
+        redoc_url=None if settings.api_token else "/redoc",
     )
     app.state.settings = settings
     app.state.pool = pool
@@ -233,7 +237,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
             )
             for item, s in zip(body.items, scored, strict=True)
         ]
-        statuses = {st: 0 for st in STATUSES}
+        statuses: dict[str, int] = dict.fromkeys(STATUSES, 0)
         for r in results:
             statuses[r.status] += 1
         elapsed = time.perf_counter() - t0

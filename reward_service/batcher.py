@@ -105,9 +105,7 @@ class Batcher:
                 self._cache[keys[i]] = outcome.verdict
                 if len(self._cache) > self._cache_items:
                     self._cache.popitem(last=False)
-        results: list[Scored] = []
-        for i, s in enumerate(out):
-            results.append(s if s is not None else scored[keys[i]])
+        results = [s if s is not None else scored[keys[i]] for i, s in enumerate(out)]
         for s in results:
             self._metrics.items.labels(scorer=s.job.scorer, status=s.verdict.status).inc()
         return results

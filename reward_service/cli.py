@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 import sys
 from types import FrameType
 
 import uvicorn
+from pydantic import ValidationError
 
 from reward_service import __version__
 from reward_service.app import create_app
@@ -62,7 +64,14 @@ def main(argv: list[str] | None = None) -> int:
         k: v for k, v in vars(args).items()
         if k not in ("command", "access_log") and v is not None
     }
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        errors = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        print(f"reward-service: invalid settings: {errors}", file=sys.stderr)  # noqa: T201
+        return 2
     configure_logging(settings.log_level)
     app = create_app(settings)
     config = uvicorn.Config(
@@ -71,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         port=settings.port,
         log_config=None,
         access_log=args.access_log,
-        timeout_graceful_shutdown=int(settings.drain_s) or None,
+        timeout_graceful_shutdown=math.ceil(settings.drain_s),  # 0: cancel at once
         limit_concurrency=None,
     )
     server = _Server(config, on_exit_signal=app.state.pool.drain)

@@ -2,11 +2,14 @@
 
 Who starts what, who stops it, and what happens on each failure:
 
-* ``WorkerPool.start`` (called by the app's lifespan, in the event-loop thread) spawns every
-  worker as a fresh interpreter (``subprocess``: fork+exec, the same isolation as
-  multiprocessing's ``spawn``, never a bare fork of the threaded server) in its own session,
-  with its own pair of pipes. Workers die with the server: PDEATHSIG=SIGKILL, set again after
-  the uid drop, and bound to this long-lived thread.
+* ``WorkerPool.start`` (called by the app's lifespan, in the event-loop thread) starts the
+  zygote (``zygote.py``) as a fresh interpreter (spawn: fork+exec, nothing inherited from the
+  threaded server). The zygote imports and warms the scorers once and forks each worker on
+  request (multiprocessing's ``forkserver`` model), so a replacement costs tens of
+  milliseconds, not a second of the CPU the other workers need. Each worker runs in its own
+  session with its own pair of pipes. Death is chained: PDEATHSIG=SIGKILL makes the zygote die
+  with the server and every worker die with the zygote (set again after the uid drop). The
+  zygote reaps its workers and reports their exit status; if it dies, it is restarted.
 * Chunks of items go to the least-busy active worker, at most ``chunks_in_flight`` each. A
   worker scores in order and answers one frame per item, so the supervisor always knows which
   item is running and since when: the deadline is ``timeout_s`` from the item's start.
@@ -35,6 +38,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,10 +115,13 @@ class _Chunk:
 
 @dataclass(slots=True, eq=False)
 class _Worker:
-    proc: subprocess.Popen[bytes]
+    spawn_id: int
     to_fd: int
     from_fd: int
     started_at: float
+    pid: int | None = None  # known once the zygote has forked it
+    returncode: int | None = None
+    exited: bool = False  # the zygote reaped it
     state: WorkerState = "starting"
     inflight: deque[_Chunk] = field(default_factory=deque)
     by_seq: dict[int, _Pending] = field(default_factory=dict)
@@ -125,17 +132,20 @@ class _Worker:
     wbuf: bytearray = field(default_factory=bytearray)
     writer_on: bool = False
     fatal: str | None = None
-    sandbox: dict[str, Any] | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
 
     def current(self) -> _Pending | None:
         if not self.inflight:
             return None
         chunk = self.inflight[0]
         return chunk.items[chunk.done]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _exit_text(code: int | None) -> str:
@@ -170,6 +180,13 @@ class WorkerPool:
         self._fatal: str | None = None  # a worker refused to run (strict sandbox)
         self._next_spawn_at = 0.0
         self._restarts: dict[str, int] = {}
+        self._spawn_ids = itertools.count()
+        self._spawning: dict[int, _Worker] = {}  # spawn id → worker whose pid is not known yet
+        self._by_pid: dict[int, _Worker] = {}
+        self._zygote: subprocess.Popen[bytes] | None = None
+        self._ctrl: socket.socket | None = None
+        self._zygote_ready = False
+        self._zygote_started_at = 0.0
         self.sandbox_report: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -177,7 +194,7 @@ class WorkerPool:
         """Spawn the workers and wait until ``workers`` of them are warm."""
         self._loop = asyncio.get_running_loop()
         self._started = True
-        self._ensure_capacity()
+        self._start_zygote()
         self._watchdog = asyncio.create_task(self._watch(), name="reward-pool-watchdog")
         deadline = time.monotonic() + self._s.worker_start_timeout_s
         try:
@@ -213,18 +230,19 @@ class WorkerPool:
         for w in self._workers:
             self._close_to(w)  # EOF: a worker finishes its current item and exits 0
         deadline = time.monotonic() + self._s.worker_stop_timeout_s
-        while any(w.proc.poll() is None for w in self._workers) and time.monotonic() < deadline:
+        while self._ctrl is not None and time.monotonic() < deadline:
+            self._on_ctrl()  # collect exit reports
+            if all(w.exited or w.pid is None for w in self._workers):
+                break
             await asyncio.sleep(0.02)
         for w in self._workers:
             self._killpg(w)
-        for w in self._workers:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                w.proc.wait(timeout=5)
             self._discard(w)
             for chunk in w.inflight:
                 for p in chunk.items:
                     self._resolve(p, Verdict("error", reason="service shutting down"), 0.0)
             w.inflight.clear()
+        self._stop_zygote()
         self._fail_queue("service shutting down")
         self._workers.clear()
         log.info("pool stopped")
@@ -255,7 +273,14 @@ class WorkerPool:
         )
 
     def worker_pids(self, state: WorkerState | None = None) -> list[int]:
-        return [w.pid for w in self._workers if (state is None or w.state == state)]
+        return [
+            w.pid for w in self._workers
+            if w.pid is not None and (state is None or w.state == state)
+        ]
+
+    @property
+    def zygote_pid(self) -> int | None:
+        return self._zygote.pid if self._zygote is not None else None
 
     # ------------------------------------------------------------------ submit
     async def submit(self, tasks: Sequence[Task]) -> list[Outcome]:
@@ -291,13 +316,12 @@ class WorkerPool:
     def _count(self, state: WorkerState) -> int:
         return sum(1 for w in self._workers if w.state == state)
 
-    def _spawn(self) -> None:
+    # ------------------------------------------------------------------ zygote
+    def _start_zygote(self) -> None:
         assert self._loop is not None
-        task_r, task_w = os.pipe()
-        res_r, res_w = os.pipe()
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         cfg = {
-            "in_fd": task_r,
-            "out_fd": res_w,
+            "ctrl_fd": child_end.fileno(),
             "parent_pid": os.getpid(),
             "probes": self._s.enable_test_probes,
             "sandbox": {
@@ -308,7 +332,7 @@ class WorkerPool:
                 "gid": self._s.worker_gid,
             },
         }
-        env = {
+        env = {  # a clean environment: nothing of the server's reaches untrusted code
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "PYTHONPATH": _PKG_ROOT,
@@ -316,9 +340,9 @@ class WorkerPool:
             "PYTHONNOUSERSITE": "1",
         }
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "reward_service.worker", orjson.dumps(cfg).decode()],
-                pass_fds=(task_r, res_w),
+            self._zygote = subprocess.Popen(
+                [sys.executable, "-m", "reward_service.zygote", orjson.dumps(cfg).decode()],
+                pass_fds=(child_end.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 env=env,
@@ -326,18 +350,120 @@ class WorkerPool:
                 start_new_session=True,
             )
         except OSError as exc:
+            parent_end.close()
+            self._start_failed(f"zygote spawn failed: {exc}")
+            return
+        finally:
+            child_end.close()
+        parent_end.setblocking(False)
+        self._ctrl = parent_end
+        self._zygote_ready = False
+        self._zygote_started_at = time.monotonic()
+        self._loop.add_reader(parent_end.fileno(), self._on_ctrl)
+        log.debug("zygote started", extra={"pid": self._zygote.pid})
+
+    def _stop_zygote(self) -> None:
+        """EOF on the control socket: the zygote SIGKILLs its workers, reaps them, exits."""
+        if self._ctrl is not None:
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(self._ctrl.fileno())
+            self._ctrl.close()
+            self._ctrl = None
+        self._zygote_ready = False
+        if self._zygote is not None:
+            try:
+                self._zygote.wait(timeout=self._s.worker_stop_timeout_s + 5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._zygote.pid, signal.SIGKILL)
+                self._zygote.wait()
+            self._zygote = None
+
+    def _on_ctrl(self) -> None:
+        if self._ctrl is None:
+            return
+        while True:
+            try:
+                data = self._ctrl.recv(4096)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._on_zygote_lost()
+                return
+            msg = orjson.loads(data)
+            op = msg.get("op")
+            if op == "exited":
+                w = self._by_pid.pop(msg["pid"], None)
+                if w is not None:
+                    w.exited, w.returncode = True, msg["returncode"]
+            elif op == "spawned":
+                w = self._spawning.pop(msg["id"], None)
+                if w is not None:
+                    w.pid = msg["pid"]
+                    self._by_pid[w.pid] = w
+                    if w.state == "dead":  # killed before its pid was known
+                        self._killpg(w)
+            elif op == "spawn_failed":
+                w = self._spawning.pop(msg["id"], None)
+                if w is not None:
+                    w.exited = True
+                    self._bury(w)
+                    self._workers.remove(w)
+                    self._start_failed(f"fork failed: {msg.get('reason')}")
+            elif op == "ready":
+                self._zygote_ready = True
+                self._ensure_capacity()
+
+    def _on_zygote_lost(self) -> None:
+        """The zygote died: its workers die with it (PDEATHSIG); start a new one."""
+        if self._stopped:
+            return
+        how = "unknown"
+        if self._zygote is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._zygote.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._zygote.wait(timeout=1)
+            how = _exit_text(self._zygote.returncode)
+        log.error("zygote lost; restarting it", extra={"exit": how})
+        self._count_restart("zygote")
+        if self._ctrl is not None and self._loop is not None:
+            self._loop.remove_reader(self._ctrl.fileno())
+            self._ctrl.close()
+            self._ctrl = None
+        for w in self._workers:  # they are gone or going: PDEATHSIG
+            w.exited = w.exited or w.pid is None or not _pid_alive(w.pid)
+        self._spawning.clear()
+        self._zygote = None
+        self._zygote_ready = False
+        if not self._zygote_ready and self._zygote_started_at:
+            self._start_failures += 1
+        self._start_zygote()
+
+    def _spawn(self) -> None:
+        """Ask the zygote to fork one worker wired to a fresh pair of pipes."""
+        assert self._loop is not None and self._ctrl is not None
+        task_r, task_w = os.pipe()
+        res_r, res_w = os.pipe()
+        spawn_id = next(self._spawn_ids)
+        try:
+            socket.send_fds(self._ctrl, [orjson.dumps({"op": "spawn", "id": spawn_id})],
+                            [task_r, res_w])
+        except OSError as exc:
             for fd in (task_r, task_w, res_r, res_w):
                 os.close(fd)
-            self._start_failed(f"spawn failed: {exc}")
+            self._start_failed(f"zygote unreachable: {exc}")
             return
         os.close(task_r)
         os.close(res_w)
         os.set_blocking(task_w, False)
         os.set_blocking(res_r, False)
-        w = _Worker(proc=proc, to_fd=task_w, from_fd=res_r, started_at=time.monotonic())
+        w = _Worker(spawn_id=spawn_id, to_fd=task_w, from_fd=res_r, started_at=time.monotonic())
+        self._spawning[spawn_id] = w
         self._workers.append(w)
         self._loop.add_reader(res_r, self._on_readable, w)
-        log.debug("worker spawned", extra={"pid": proc.pid})
 
     def _start_failed(self, reason: str) -> None:
         self._start_failures += 1
@@ -358,7 +484,7 @@ class WorkerPool:
                 w.state = "active"
         alive = sum(1 for w in self._workers if w.state in ("starting", "spare", "active"))
         missing = self._s.workers + self._s.spares - alive
-        if missing > 0 and time.monotonic() >= self._next_spawn_at:
+        if missing > 0 and self._zygote_ready and time.monotonic() >= self._next_spawn_at:
             for _ in range(missing):
                 self._spawn()
         self._pump()
@@ -397,8 +523,7 @@ class WorkerPool:
     def _on_ready(self, w: _Worker, msg: dict[str, Any]) -> None:
         if w.state != "starting":
             return
-        w.sandbox = msg.get("sandbox") or {}
-        self.sandbox_report = w.sandbox
+        self.sandbox_report = msg.get("sandbox") or {}
         self._start_failures = 0
         w.state = "active" if self._count("active") < self._s.workers else "spare"
         log.debug("worker ready", extra={"pid": w.pid, "state": w.state})
@@ -429,7 +554,7 @@ class WorkerPool:
 
     def _after_chunk(self, w: _Worker) -> None:
         if w.state == "active":
-            rss_mb = self._rss_mb(w.pid)
+            rss_mb = self._rss_mb(w.pid) if w.pid is not None else 0.0
             if w.items_done >= self._s.recycle_after_items:
                 self._retire(w, "recycle_items")
             elif rss_mb > self._s.recycle_rss_mb:
@@ -542,15 +667,15 @@ class WorkerPool:
             self._queue.appendleft(_Chunk(rest))
 
     def _discard(self, w: _Worker) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(w.from_fd)
-            if w.writer_on:
-                self._loop.remove_writer(w.to_fd)
-                w.writer_on = False
-        for fd in (w.from_fd, w.to_fd):
+        """Stop watching a worker's pipes and close them (idempotent)."""
+        live = self._loop is not None and not self._loop.is_closed()
+        if w.from_fd >= 0:
+            if live:
+                self._loop.remove_reader(w.from_fd)  # type: ignore[union-attr]
             with contextlib.suppress(OSError):
-                os.close(fd)
-        w.from_fd = w.to_fd = -1
+                os.close(w.from_fd)
+            w.from_fd = -1
+        self._close_to(w)
 
     def _close_to(self, w: _Worker) -> None:
         if w.to_fd >= 0:
@@ -563,8 +688,9 @@ class WorkerPool:
 
     @staticmethod
     def _killpg(w: _Worker) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(w.pid, signal.SIGKILL)
+        if w.pid is not None and not w.exited:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(w.pid, signal.SIGKILL)
 
     def _reap_later(self, w: _Worker, culprit: _Pending | None, *, starting: bool = False) -> None:
         since = w.since
@@ -577,12 +703,14 @@ class WorkerPool:
     ) -> None:
         """Wait for the process to exit (SIGKILL after a grace period), then report."""
         deadline = time.monotonic() + self._s.worker_stop_timeout_s
-        while w.proc.poll() is None:
+        while not w.exited:
             if time.monotonic() > deadline:
                 self._killpg(w)
+                if w.pid is not None and not _pid_alive(w.pid):
+                    break
             await asyncio.sleep(0.005)
         self._workers.remove(w)
-        how = _exit_text(w.proc.returncode)
+        how = _exit_text(w.returncode) if w.exited else "exit status unknown"
         if starting:
             self._start_failed(w.fatal or f"worker died while starting ({how})")
         if culprit is not None:
@@ -606,10 +734,15 @@ class WorkerPool:
                             f"deadline of {cur.task.timeout_s:g}s exceeded",
                             reason_key="timeout",
                         )
-                elif w.state == "starting" and now - w.started_at > self._s.worker_start_timeout_s:
+                elif (w.state == "starting" and now - w.started_at > self._s.worker_start_timeout_s) or (w.state == "stopping" and now > w.stop_deadline):
                     self._killpg(w)
-                elif w.state == "stopping" and now > w.stop_deadline:
-                    self._killpg(w)
+            if (
+                self._ctrl is not None
+                and not self._zygote_ready
+                and now - self._zygote_started_at > self._s.worker_start_timeout_s
+            ):
+                self._start_failed("zygote not ready in time")
+                self._on_zygote_lost()
             self._ensure_capacity()
             if self._start_failures >= 5 and self._count("active") == 0:
                 self._fail_queue(f"no worker could be started: {self._last_start_error}")

@@ -13,7 +13,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-__all__ = ["PROBE_PREFIX", "PROBES", "run_probe"]
+__all__ = ["PROBES", "PROBE_PREFIX", "run_probe"]
 
 PROBE_PREFIX = "__probe__:"
 

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import signal
+from collections.abc import Iterator
 
 import httpx
 import pytest

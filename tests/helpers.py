@@ -40,6 +40,15 @@ def children_of(pid: int) -> list[int]:
     return out
 
 
+def descendants_of(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        kids = children_of(todo.pop())
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
 def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
     try:
@@ -97,8 +106,9 @@ class Service:
             return ""
 
     def worker_pids(self) -> list[int]:
+        """The zygote and every worker it forked (all descendants of the server)."""
         assert self.proc is not None
-        return children_of(self.proc.pid)
+        return descendants_of(self.proc.pid)
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int | None:
         if self.proc is None:

@@ -168,6 +168,8 @@ def test_bearer_token() -> None:
             assert ok.status_code == 200
             for path in ("/v1/info", "/metrics"):
                 assert c.get(path).status_code == 401
+            for path in ("/docs", "/openapi.json", "/redoc"):  # not served with a token
+                assert c.get(path).status_code == 404
             assert c.get("/healthz").status_code == 200
             assert c.get("/readyz").status_code == 200
         assert "s3cret-token" not in svc.log()

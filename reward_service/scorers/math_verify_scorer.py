@@ -6,6 +6,7 @@ default configs. Differences, all deliberate:
 * the library's own ``signal.alarm`` timeouts are off (``None``): the supervisor enforces a
   wall-clock deadline by killing the worker, which also stops work stuck inside C;
 * the parsed gold is cached per worker (a GRPO group shares one gold);
+* sympy's ``parse_expr`` namespace is built once (``sympy_namespace.py``), not per number;
 * a ``MemoryError`` (the worker's address-space cap) is reported as ``error`` instead of being
   swallowed into a silent ``incorrect``/``no_answer`` as the library does.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from math_verify import parse, verify
 
+from reward_service.scorers import sympy_namespace
 from reward_service.scorers.base import Verdict, clip
 
 __all__ = ["MathVerifyScorer", "boxed_gold"]
@@ -32,9 +34,9 @@ class _ErrorTap(logging.Handler):
         self.memory_error = False
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info and record.exc_info[0] is not None:
-            if issubclass(record.exc_info[0], MemoryError):
-                self.memory_error = True
+        exc_type = record.exc_info[0] if record.exc_info else None
+        if exc_type is not None and issubclass(exc_type, MemoryError):
+            self.memory_error = True
 
 
 def _install_tap() -> _ErrorTap:
@@ -61,6 +63,7 @@ class MathVerifyScorer:
     name = "math_verify"
 
     def __init__(self, gold_cache_size: int = 4096) -> None:
+        sympy_namespace.install()
         self._tap = _install_tap()
         self._gold: OrderedDict[str, list[Any]] = OrderedDict()
         self._gold_cache_size = gold_cache_size

@@ -6,7 +6,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-__all__ = ["last_boxed", "last_number", "after_hashes", "to_fraction"]
+__all__ = ["after_hashes", "last_boxed", "last_number", "to_fraction"]
 
 # 1,234.5 | -3 | .5 | 2e-3 ; commas only as thousands separators
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")

@@ -1,0 +1,44 @@
+# Two commands on a fresh machine:  `make serve`  and  `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: serve test lint bench soak clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+
+# The service alone: no torch.
+$(VENV)/.service: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[service]"
+	touch $@
+
+# Everything the tests need. torch first and pinned: the CPU build on disk, never a CUDA download.
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e ".[dev,trainer]"
+	touch $@ $(VENV)/.service
+
+serve: $(VENV)/.service  ## run the service (REWARD_HOST/REWARD_PORT, default 127.0.0.1:8000)
+	$(BIN)/python -m reward_service serve
+
+test: $(VENV)/.dev  ## install what the tests need and run them
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check reward_service trainer_client tests bench
+	$(BIN)/mypy reward_service
+
+bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl
+	$(BIN)/python -m bench
+
+soak: $(VENV)/.dev  ## reliability suite with 5-minute load phases → docs/RELIABILITY.md
+	mkdir -p bench/results
+	SOAK_SECONDS=$${SOAK_SECONDS:-300} RELIABILITY_REPORT=bench/results/reliability.json \
+		$(BIN)/python -m pytest tests/reliability tests/test_sandbox.py tests/test_lifecycle.py
+	SOAK_SECONDS=$${SOAK_SECONDS:-300} $(BIN)/python -m tests.reliability.report bench/results/reliability.json docs/RELIABILITY.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,126 @@
+"""The benchmark harness: ``make bench`` (or ``python -m bench [--quick]``).
+
+Measured in one run on the same rows of ``../shared/data/corpus.jsonl`` (GRPO-shaped: a
+problem's 4, 8 or 15 responses are adjacent):
+
+* stock math-verify in-process, sequential, one core, its own timeouts on and off — the
+  faster is the per-core limit; "limit" = 2 x that rate (this machine has 2 cores);
+* verl's pattern: a spawn ``ProcessPoolExecutor(4)``, one ``submit`` per item, called one item
+  at a time and with every item submitted at once;
+* the service over HTTP (real subprocess, verdict cache off) with 1 and 2 workers and batch
+  sizes 1, 64, 512, 4096; the same rows shuffled; an adversarial mix (2% of items from
+  adversarial.jsonl, deadline 3 s); single-item latency; worker RSS before and after a long run.
+
+Prints a table, writes ``bench/results/perf.json``, ``docs/PERFORMANCE.md`` and
+``docs/perf_throughput.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import scenarios as sc
+from tests.helpers import Service, read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DOCS = ROOT / "docs"
+
+
+def _svc(workers: int) -> Service:
+    return Service(REWARD_WORKERS=workers, REWARD_SPARES=1, REWARD_CACHE_ITEMS=0,
+                   REWARD_MAX_ITEMS=16384, REWARD_LOG_LEVEL="warning").start()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Benchmark the reward service (see module doc).")
+    ap.add_argument("--quick", action="store_true", help="fewer rows (a smoke run, ~2 min)")
+    args = ap.parse_args()
+    corpus = read_jsonl("corpus.jsonl")
+    hostile = read_jsonl("adversarial.jsonl")
+    rows = corpus[:1500] if args.quick else corpus
+    small = rows[:300] if args.quick else rows[:1000]
+    rss_items = 5_000 if args.quick else 100_000
+    shuffled = rows[:]
+    random.Random(0).shuffle(shuffled)
+    n = len(rows)
+    res: dict[str, Any] = {"rows": n, "machine": platform.platform(), "quick": args.quick,
+                           "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+
+    log("in-process baselines ...")
+    on = sc.in_process(rows, timeouts=True)
+    off = sc.in_process(rows, timeouts=False)
+    on_sh = sc.in_process(shuffled, timeouts=True)
+    off_sh = sc.in_process(shuffled, timeouts=False)
+    per_core = max(on["items_s"], off["items_s"])
+    per_core_sh = max(on_sh["items_s"], off_sh["items_s"])
+    res["in_process"] = {"timeouts_on_items_s": on["items_s"], "timeouts_off_items_s": off["items_s"],
+                         "shuffled_on_items_s": on_sh["items_s"], "shuffled_off_items_s": off_sh["items_s"],
+                         "limit_items_s": 2 * per_core, "limit_shuffled_items_s": 2 * per_core_sh}
+
+    log("verl pattern ...")
+    v1 = sc.verl_pattern(small, all_at_once=False)
+    va = sc.verl_pattern(rows, all_at_once=True)
+    res["verl"] = {"one_at_a_time_items_s": v1["items_s"], "all_at_once_items_s": va["items_s"],
+                   "one_at_a_time_rows": len(small)}
+
+    res["service"] = {}
+    mismatches = 0
+    for workers in (1, 2):
+        svc = _svc(workers)
+        try:
+            for batch in (1, 64, 512, 4096):
+                subset = small[:300] if batch == 1 else rows
+                log(f"service workers={workers} batch={batch} ...")
+                out = sc.service_throughput(svc, subset, batch)
+                res["service"][f"w{workers}_b{batch}"] = {
+                    "workers": workers, "batch": batch, "items_s": out["items_s"],
+                    "rows": len(subset)}
+                if batch == 512 and workers == 2:
+                    mismatches = sum(a != b for a, b in zip(out["verdicts"], on["verdicts"], strict=True))
+            if workers == 2:
+                log("shuffled, adversarial mix, latency, RSS ...")
+                res["service"]["w2_b512_shuffled"] = {
+                    "items_s": sc.service_throughput(svc, shuffled, 512)["items_s"]}
+                # adversarial mix: 2% hostile items, deadline 3 s
+                k = max(1, n // 50)
+                mix = rows[:]
+                rnd = random.Random(1)
+                for j in range(k):
+                    h = hostile[j % len(hostile)]
+                    mix.insert(rnd.randrange(len(mix)), {"response": h["response"], "gold": h["gold"]})
+                clean = sc.service_throughput(svc, rows, 512, timeout_s=3.0)
+                adv = sc.service_throughput(svc, mix, 512, timeout_s=3.0)
+                hung = adv["statuses"].get("timeout", 0)
+                bound = (clean["seconds"] + hung * 3.0 / 2) * 1.1
+                res["adversarial"] = {"hostile_items": k, "timeouts": hung,
+                                      "clean_s": clean["seconds"], "mix_s": adv["seconds"],
+                                      "bound_s": bound, "within_bound": adv["seconds"] <= bound,
+                                      "statuses": adv["statuses"]}
+                res["latency"] = sc.latency(svc, small, 300)
+                rss0 = sc.worker_rss_mb(svc)
+                reps = [r for _ in range(rss_items // n + 1) for r in rows][:rss_items]
+                sc.service_throughput(svc, reps, 4096)
+                rss1 = sc.worker_rss_mb(svc)
+                res["worker_rss_mb"] = {"start": rss0, "after_items": rss_items, "after": rss1}
+        finally:
+            svc.stop()
+    res["verdict_mismatches_vs_stock"] = mismatches
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "perf.json").write_text(json.dumps(res, indent=2))
+    from bench.report import write_report
+
+    print(write_report(res, DOCS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""The zygote: a warm, single-threaded template process that forks scoring workers.
+
+``python -m reward_service.zygote CONFIG_JSON`` is started by the supervisor as a fresh
+interpreter (spawn semantics: nothing inherited from the threaded server). It imports every
+scorer and warms it up once, then forks a worker per request: a fork of a warm process costs
+tens of milliseconds instead of the ~1 s a cold interpreter needs, so replacing a killed worker
+does not eat the CPU the others are scoring with. This is multiprocessing's ``forkserver``
+model, with the fork made from a process that never starts a thread.
+
+Control socket (SOCK_SEQPACKET, one JSON message per packet):
+
+    server → zygote  {"op": "spawn", "id": n}  + SCM_RIGHTS [task_read_fd, result_write_fd]
+    zygote → server  {"op": "ready"}
+                     {"op": "spawned", "id": n, "pid": p} | {"op": "spawn_failed", "id": n, ...}
+                     {"op": "exited", "pid": p, "returncode": rc}   (negative: killed by signal)
+
+The zygote reaps its children and reports their exit. It dies with the server (PDEATHSIG);
+its workers die with it (PDEATHSIG). On EOF of the control socket it SIGKILLs every worker
+it forked, reaps them, and exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+
+import orjson
+
+from reward_service.sandbox import SandboxConfig, set_parent_death_signal
+
+__all__ = ["main"]
+
+
+def _send(sock: socket.socket, msg: dict[str, object]) -> None:
+    sock.send(orjson.dumps(msg))
+
+
+def _reap(sock: socket.socket, children: set[int]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        _send(sock, {"op": "exited", "pid": pid, "returncode": rc})
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = orjson.loads((sys.argv[1:] if argv is None else argv)[0])
+    server_pid = cfg["parent_pid"]
+    set_parent_death_signal(server_pid)
+    sock = socket.socket(fileno=cfg["ctrl_fd"])
+
+    from reward_service.scorers.impl import build_scorers  # heavy: math-verify, sympy
+    from reward_service.worker import WARMUP, serve
+
+    scorers = build_scorers()
+    for scorer, response, gold in WARMUP:
+        scorers[scorer](response, gold, {})
+    sandbox = SandboxConfig(**cfg["sandbox"])
+    probes = bool(cfg.get("probes", False))
+    gc.collect()
+    gc.freeze()  # the warm heap is shared copy-on-write with every worker: keep gc off it
+    me = os.getpid()
+    children: set[int] = set()
+    _send(sock, {"op": "ready"})
+    while True:
+        readable, _, _ = select.select([sock], [], [], 0.02)
+        _reap(sock, children)
+        if not readable:
+            continue
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, 4096, 4)
+        except OSError:
+            data, fds = b"", []
+        if not data:
+            break
+        msg = orjson.loads(data)
+        if msg.get("op") != "spawn" or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            continue
+        in_fd, out_fd = fds
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _send(sock, {"op": "spawn_failed", "id": msg["id"], "reason": str(exc)})
+            os.close(in_fd)
+            os.close(out_fd)
+            continue
+        if pid == 0:  # the worker
+            code = 70
+            try:
+                sock.close()
+                os.setsid()  # its own process group: the supervisor kills the group
+                set_parent_death_signal(me)
+                code = serve(in_fd, out_fd, scorers, sandbox, parent_pid=me, probes=probes)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(in_fd)
+        os.close(out_fd)
+        children.add(pid)
+        _send(sock, {"op": "spawned", "id": msg["id"], "pid": pid})
+    # The server is gone or stopping: take every worker down with us.
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+    while children:
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        children.discard(pid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

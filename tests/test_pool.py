@@ -1,0 +1,175 @@
+"""Failure modes of the supervisor, one test each, with real forked workers (no HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+
+from reward_service.pool import Task, WorkerPool
+from reward_service.settings import Settings
+from tests.helpers import alive
+
+HANG = "\\boxed{\\frac{10^{1300000}}{7^{1300000}}}"  # minutes inside C (math.gcd)
+
+
+def _settings(**kw: object) -> Settings:
+    base: dict[str, object] = {"workers": 2, "spares": 1, "sandbox": "strict"}
+    return Settings(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def _run(fn: Callable[[WorkerPool], Awaitable[None]], **kw: object) -> list[int]:
+    """Start a pool, run ``fn``, stop it; return every pid seen, which must all be gone."""
+    seen: set[int] = set()
+
+    async def main() -> None:
+        pool = WorkerPool(_settings(**kw))
+        await pool.start()
+        try:
+            seen.update(pool.worker_pids())
+            await fn(pool)
+            seen.update(pool.worker_pids())
+            if pool.zygote_pid:
+                seen.add(pool.zygote_pid)
+        finally:
+            await pool.stop()
+
+    asyncio.run(main())
+    left = [pid for pid in seen if alive(pid)]
+    assert left == [], f"processes left running: {left}"
+    return sorted(seen)
+
+
+def _items(n: int, timeout_s: float = 5.0) -> tuple[list[Task], list[str]]:
+    tasks, expected = [], []
+    for i in range(n):
+        gold = str(i)
+        wrong = i % 3 == 0
+        tasks.append(Task("math_verify", f"so \\boxed{{{i + 1 if wrong else i}}}", gold, timeout_s))
+        expected.append("incorrect" if wrong else "correct")
+    return tasks, expected
+
+
+async def _capacity(pool: WorkerPool, active: int, spare: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        st = pool.status()
+        if st.active == active and st.spare == spare:
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+def test_sigkill_mid_batch_costs_at_most_the_held_item() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        tasks, expected = _items(3000)
+        job = asyncio.create_task(pool.submit(tasks))
+        await asyncio.sleep(0.4)
+        victim = pool.worker_pids("active")[0]
+        os.kill(victim, signal.SIGKILL)
+        outcomes = await job
+        statuses = [o.verdict.status for o in outcomes]
+        errors = [(i, o.verdict.reason) for i, o in enumerate(outcomes) if o.verdict.status == "error"]
+        assert len(errors) <= 1, errors
+        assert all("crashed" in (reason or "") and "SIGKILL" in (reason or "") for _, reason in errors)
+        assert [s for i, s in enumerate(statuses) if s != expected[i] and s != "error"] == []
+        assert await _capacity(pool, 2, 1, within_s=5.0), pool.status()
+        assert victim not in pool.worker_pids()
+        assert pool.status().restarts.get("crash") == 1
+
+    _run(scenario)
+
+
+def test_sigstop_hang_times_out_and_spare_takes_over() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        victim = pool.worker_pids("active")[0]
+        os.kill(victim, signal.SIGSTOP)  # a hang that uses no CPU
+        tasks, expected = _items(200, timeout_s=1.0)
+        t0 = time.monotonic()
+        outcomes = await pool.submit(tasks)
+        wall = time.monotonic() - t0
+        statuses = [o.verdict.status for o in outcomes]
+        assert statuses.count("timeout") == 1
+        assert [s for s, e in zip(statuses, expected, strict=True) if s not in (e, "timeout")] == []
+        assert wall < 3.0, wall
+        assert await _capacity(pool, 2, 1, within_s=5.0)
+
+    _run(scenario)
+
+
+def test_more_simultaneous_hangs_than_spares() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        hangs = [Task("math_verify", HANG, "1", 1.0) for _ in range(5)]
+        tasks, expected = _items(40, timeout_s=1.0)
+        t0 = time.monotonic()
+        outcomes = await pool.submit(hangs + tasks)
+        wall = time.monotonic() - t0
+        statuses = [o.verdict.status for o in outcomes]
+        assert statuses[:5] == ["timeout"] * 5
+        assert statuses[5:] == expected
+        # 5 hangs of 1 s on 2 workers: 3 rounds, plus respawns
+        assert wall < 6.0, wall
+        assert await _capacity(pool, 2, 1, within_s=5.0)
+        assert pool.status().restarts["timeout"] == 5
+
+    _run(scenario)
+
+
+def test_memory_cap_fails_only_that_item() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        hog = Task("__probe__:alloc_over_cap", "", "", 5.0)
+        ok = Task("gsm8k", "#### 5", "5", 5.0)
+        outcomes = await pool.submit([hog, ok, ok])
+        assert outcomes[0].verdict.status == "correct"  # blocked (MemoryError)
+        assert "MemoryError" in (outcomes[0].verdict.reason or "")
+        assert [o.verdict.status for o in outcomes[1:]] == ["correct", "correct"]
+        assert pool.status().restarts == {}  # the worker survived its MemoryError
+
+    _run(scenario, worker_memory_mb=512, enable_test_probes=True)
+
+
+def test_recycling_after_k_items_loses_nothing() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        tasks, expected = _items(600)
+        outcomes = await pool.submit(tasks)
+        assert [o.verdict.status for o in outcomes] == expected
+        assert pool.status().restarts.get("recycle_items", 0) >= 4
+        assert await _capacity(pool, 2, 1, within_s=5.0)
+
+    pids = _run(scenario, recycle_after_items=100, chunk_size=16)
+    assert len(pids) >= 6
+
+
+def test_probes_are_refused_unless_enabled() -> None:
+    async def scenario(pool: WorkerPool) -> None:
+        (out,) = await pool.submit([Task("__probe__:fork", "", "", 5.0)])
+        assert out.verdict.status == "error" and out.verdict.reason == "probes are disabled"
+
+    _run(scenario, spares=0, workers=1)
+
+
+def test_overload_raises_and_draining_refuses() -> None:
+    from reward_service.errors import DrainingError, OverloadedError
+
+    async def scenario(pool: WorkerPool) -> None:
+        tasks, _ = _items(50)
+        first = asyncio.create_task(pool.submit(tasks))
+        await asyncio.sleep(0)
+        try:
+            await pool.submit(tasks)
+        except OverloadedError:
+            pass
+        else:
+            raise AssertionError("expected OverloadedError")
+        await first
+        pool.drain()
+        try:
+            await pool.submit(tasks[:1])
+        except DrainingError:
+            pass
+        else:
+            raise AssertionError("expected DrainingError")
+
+    _run(scenario, max_queue_items=60, max_items=60)
