@@ -103,16 +103,23 @@ def test_grpo_eval_before_vs_after(ray_run, reward_url, capsys):
     assert trained_acc >= 0.8 > base_acc + 0.3, table
 
 
+def _local_cfg(reward_url: str, **over):
+    """tiny-cpu, run in this process (backend local) with small steps."""
+    from trainer_client.config import load_config
+
+    base = {"run": {"backend": "local", "prompts_per_step": 8},
+            "reward": {"urls": [reward_url]}}
+    for k, v in over.items():
+        base.setdefault(k, {}).update(v)
+    return load_config(TINY, overrides=base)
+
+
 def test_resume_continues_without_repeating(reward_url, tmp_path):
-    common = ["--config", TINY, "--output-dir", str(tmp_path), "--reward-url", reward_url,
-              "--backend", "local"]
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(Path(TINY).read_text().replace("every: 50", "every: 3")
-                   .replace("every: 25", "every: 4")
-                   .replace("prompts_per_step: 32", "prompts_per_step: 8"))
-    common[1] = str(cfg)
-    rc, log = grpo_train(*common, "--max-steps", "7")
-    assert rc == 0, log[-3000:]
+    from trainer_client.trainer import train
+
+    cfg = _local_cfg(reward_url, checkpoint={"every": 3, "keep_last": 2}, eval={"every": 4})
+    r = train(cfg, output_dir=tmp_path, max_steps=7)
+    assert r.last_step == 7 and not r.stopped
     # checkpoints at 3, 6 and the final 7; keep_last 2
     assert [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [6, 7]
     before = read_metrics(tmp_path / "metrics.jsonl")
@@ -121,48 +128,64 @@ def test_resume_continues_without_repeating(reward_url, tmp_path):
     with open(tmp_path / "metrics.jsonl", "a") as fh:
         fh.write(json.dumps({"step": 8, "rewards/mean": 0.0}) + "\n")
 
-    rc, log = grpo_train(*common, "--max-steps", "12", "--resume")
-    assert rc == 0, log[-3000:]
+    r = train(cfg, output_dir=tmp_path, max_steps=12, resume=True)
+    assert r.last_step == 12
     after = read_metrics(tmp_path / "metrics.jsonl")
     assert steps_of(after) == list(range(1, 13))  # no step repeated, none missing
     assert after[:7] == before  # history kept as it was
     assert [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [9, 12]
     assert "eval/accuracy" in after[7] and "eval/accuracy" in after[11]  # steps 8 and 12
+    # the resumed run started from step 7's weights, not from the base model
+    import torch
+    from safetensors.torch import load_file
+
+    base = load_file(str(tmp_path / "base_model" / "model.safetensors"))
+    s12 = load_file(str(tmp_path / "checkpoints" / "step_000012" / "model" / "model.safetensors"))
+    assert any(not torch.equal(base[k], s12[k]) for k in base)
+    last = tmp_path / "checkpoints" / "step_000012"
+    assert (last / "optimizer.pt").is_file()
+    assert json.loads((last / "trainer_state.json").read_text())["step"] == 12
 
 
 def test_service_restart_mid_run_delays_but_does_not_crash(tmp_path):
-    cfg = tmp_path / "cfg.yaml"
-    cfg.write_text(Path(TINY).read_text()
-                   .replace("prompts_per_step: 32", "prompts_per_step: 16")
-                   .replace("request_deadline_s: 10", "request_deadline_s: 1")
-                   .replace("step_max_wait_s: 120", "step_max_wait_s: 2")
-                   .replace("step_retry_backoff_s: 1.0", "step_retry_backoff_s: 0.5"))
-    log = tmp_path / "train.log"
+    import threading
+
+    from trainer_client.trainer import train
+
     with Service() as svc:
-        proc = grpo_train("--config", str(cfg), "--output-dir", str(tmp_path / "out"),
-                          "--reward-url", svc.url, "--backend", "local", "--max-steps", "30",
-                          wait=False, log=log)
+        cfg = _local_cfg(svc.url, run={"prompts_per_step": 16},
+                         reward={"request_deadline_s": 1, "step_max_wait_s": 2,
+                                 "step_retry_backoff_s": 0.5})
+        result: dict = {}
+
+        def run() -> None:
+            try:
+                result["r"] = train(cfg, output_dir=tmp_path / "out", max_steps=20)
+            except BaseException as e:  # reported below
+                result["error"] = e
+
+        t = threading.Thread(target=run)
+        t.start()
         try:
             metrics = tmp_path / "out" / "metrics.jsonl"
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline and proc.poll() is None:
+            while time.monotonic() < deadline and t.is_alive():
                 if metrics.exists() and len(metrics.read_text().splitlines()) >= 5:
                     break
                 time.sleep(0.2)
-            assert proc.poll() is None, log.read_text()[-3000:]
+            assert t.is_alive(), result
             t_down = time.monotonic()
             assert svc.stop(signal.SIGTERM) in (0, -signal.SIGTERM)
             time.sleep(3.0)  # down for 3 s, plus the new service's start-up
             svc.start()
             outage = time.monotonic() - t_down
-            rc = proc.wait(timeout=240)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert rc == 0, log.read_text()[-3000:]
+            t.join(timeout=240)
+    assert not t.is_alive()
+    assert "error" not in result, result
+    assert result["r"].last_step == 20
     rows = read_metrics(tmp_path / "out" / "metrics.jsonl")
-    assert steps_of(rows) == list(range(1, 31))
+    assert steps_of(rows) == list(range(1, 21))
     hit = [r for r in rows if r["rewards/service_failures_total"] > 0]
     assert hit, "the outage was not seen"
     skipped = [r for r in rows if r["train/skipped"] == 1]
@@ -171,3 +194,53 @@ def test_service_restart_mid_run_delays_but_does_not_crash(tmp_path):
     assert rows[-1]["rewards/status/unavailable"] == 0.0  # recovered
     assert rows[-1]["rewards/mean"] is not None
     print(f"outage {outage:.1f}s: {len(hit)} steps saw it, {len(skipped)} skipped")
+
+
+def test_service_down_at_start_exits_2(tmp_path):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(Path(TINY).read_text().replace("step_max_wait_s: 120",
+                                                  "step_max_wait_s: 120\n  ready_timeout_s: 1"))
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    rc, log = grpo_train("--config", str(cfg), "--output-dir", str(tmp_path / "o"),
+                         "--reward-url", dead, "--backend", "local")
+    assert rc == 2, log[-2000:]
+    assert "reward service not reachable" in log
+
+
+def _procs_mentioning(text: str) -> list[int]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if text.encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_ray_start_failure_halfway_cleans_up(reward_url, tmp_path):
+    """Three policy ranks cannot be placed on a 2-CPU Ray: start-up fails after Ray, the
+    placement group and the client are up. The run must end (no hang), and no Ray process
+    of this run may be left behind."""
+    import tempfile
+
+    ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray puts sockets under it
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(Path(TINY).read_text().replace("world_size: 1", "world_size: 3\n  timeout_s: 3")
+                   .replace("prompts_per_step: 32", "prompts_per_step: 3"))
+    t0 = time.monotonic()
+    rc, log = grpo_train("--config", str(cfg), "--output-dir", str(tmp_path / "o"),
+                         "--reward-url", reward_url, timeout_s=180,
+                         env={"RAY_TMPDIR": ray_tmp})
+    assert rc == 1, log[-3000:]
+    assert "GetTimeoutError" in log, log[-3000:]
+    assert time.monotonic() - t0 < 150
+    deadline = time.monotonic() + 15  # Ray's own processes exit asynchronously
+    while _procs_mentioning(ray_tmp) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _procs_mentioning(ray_tmp) == []

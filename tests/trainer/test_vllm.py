@@ -20,14 +20,14 @@ import torch
 
 pytest.importorskip("vllm", reason="vllm is not installed (optional; see module docstring)")
 
-from trainer_client.rollout import (  # noqa: E402
+from trainer_client.rollout import (
     EngineSettings,
     HFEngine,
     SamplingSettings,
     VLLMEngine,
 )
-from trainer_client.tiny_model import TinyModelSettings, build_tiny_model  # noqa: E402
-from trainer_client.trainer import allowed_token_ids  # noqa: E402
+from trainer_client.tiny_model import TinyModelSettings, build_tiny_model
+from trainer_client.trainer import allowed_token_ids
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600),
               pytest.mark.filterwarnings("ignore::UserWarning"),
