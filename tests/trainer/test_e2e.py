@@ -244,3 +244,31 @@ def test_ray_start_failure_halfway_cleans_up(reward_url, tmp_path):
     while _procs_mentioning(ray_tmp) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _procs_mentioning(ray_tmp) == []
+
+
+def test_sigterm_stops_at_step_boundary_with_checkpoint(reward_url, tmp_path):
+    out = tmp_path / "o"
+    proc = grpo_train("--config", TINY, "--output-dir", str(out), "--reward-url", reward_url,
+                      "--backend", "local", "--max-steps", "100000", wait=False,
+                      log=tmp_path / "log")
+    try:
+        deadline = time.monotonic() + 120
+        metrics = out / "metrics.jsonl"
+        while time.monotonic() < deadline and proc.poll() is None:
+            if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = (tmp_path / "log").read_text()
+    assert rc == 130, log[-3000:]
+    rows = read_metrics(out / "metrics.jsonl")
+    last = rows[-1]["step"]
+    assert steps_of(rows) == list(range(1, last + 1))
+    assert [s for s, _ in list_checkpoints(out / "checkpoints")][-1] == last
+    assert "eval/accuracy" in rows[-1]  # the final step evaluates too
+    assert (out / "reward_curve.png").exists()
