@@ -74,6 +74,7 @@ class PolicySection:
     fsdp: bool = True  # wrap with fully_shard even at world size 1
     micro_batch_size: int = 64  # sequences per forward/backward per rank
     gradient_checkpointing: bool = False
+    num_threads: int = 0  # torch threads per rank; 0: torch's default (1 in a 1-CPU Ray actor)
     timeout_s: float = 900.0  # wait for one train step / weight gather at most this long
 
 

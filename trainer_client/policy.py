@@ -23,7 +23,7 @@ import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -56,6 +56,7 @@ class OptimSettings:
     weight_decay: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.99
+    eps: float = 1e-8  # AdamW epsilon
     grad_clip: float = 1.0  # max global grad norm; 0 disables
 
 
@@ -88,6 +89,7 @@ class PolicySettings:
     optim: OptimSettings = field(default_factory=OptimSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     dist_timeout_s: float = 600.0  # timeout of collectives
+    num_threads: int = 0  # torch intra-op threads in this rank; 0: torch's default
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -124,6 +126,8 @@ class PolicyWorker:
         optimizer, and load ``optimizer_state`` (a checkpoint's ``optimizer.pt``) if given.
         ``settings.model_path`` is the checkpoint's ``model/`` dir when resuming."""
         self.settings = settings
+        if settings.num_threads > 0:
+            torch.set_num_threads(settings.num_threads)
         self.rank, self.world_size = rank, world_size
         self.device = torch.device(settings.device if settings.device == "cpu"
                                    else f"cuda:{torch.cuda.current_device()}")
@@ -141,7 +145,7 @@ class PolicyWorker:
                                   trainable=False)
         o = settings.optim
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr,
-                                           betas=(o.beta1, o.beta2),
+                                           betas=(o.beta1, o.beta2), eps=o.eps,
                                            weight_decay=o.weight_decay)
         self.opt_steps = 0
         if optimizer_state is not None:
@@ -163,7 +167,7 @@ class PolicyWorker:
         torch.manual_seed(0)  # identical init of anything not in the checkpoint, every rank
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
             path, dtype=_dtype(self.settings.dtype))
-        model.to(self.device)
+        model.to(self.device)  # type: ignore[arg-type]
         if trainable and self.settings.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if self.settings.fsdp or self.world_size > 1:
@@ -278,7 +282,7 @@ class PolicyWorker:
         """Collective: unsharded weights (HF names, CPU) on rank 0; None elsewhere."""
         sd = get_model_state_dict(self.model, options=StateDictOptions(
             full_state_dict=True, cpu_offload=True))
-        return sd if self.rank == 0 else None
+        return cast(dict[str, torch.Tensor], sd) if self.rank == 0 else None
 
     def save_checkpoint(self, root: str, step: int, trainer_state: dict[str, Any],
                         keep_last: int) -> str | None:
@@ -302,9 +306,9 @@ class PolicyWorker:
         save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
         config.save_pretrained(model_dir)
         self._tokenizer.save_pretrained(model_dir)
-        osd = dict(osd)
-        osd["_opt_steps"] = self.opt_steps
-        torch.save(osd, tmp / "optimizer.pt")
+        to_save: dict[str, Any] = dict(osd)
+        to_save["_opt_steps"] = self.opt_steps
+        torch.save(to_save, tmp / "optimizer.pt")
         (tmp / "policy_settings.json").write_text(json.dumps(asdict(self.settings), default=str,
                                                              indent=1))
         final = finalize_checkpoint(root, step, trainer_state)

@@ -433,8 +433,12 @@ class AsyncRewardClient(_Base):
             async with sem:
                 return await self._score_chunk(c, item_timeout_s)
 
-        parts = await asyncio.gather(*(one(c) for c in chunks))
-        return [r for part in parts for r in part]
+        try:  # a failing chunk cancels the others (no orphaned requests)
+            async with asyncio.TaskGroup() as tg:
+                tasks = [tg.create_task(one(c)) for c in chunks]
+        except BaseExceptionGroup as eg:
+            raise eg.exceptions[0] from None
+        return [r for t in tasks for r in t.result()]
 
     async def _score_chunk(self, chunk: list[dict[str, Any]],
                            item_timeout_s: float | None) -> list[ScoreResult]:

@@ -68,6 +68,7 @@ class EngineSettings:
     gpu_memory_utilization: float = 0.3  # vLLM: share of GPU memory it may take
     max_model_len: int = 1024  # vLLM: prompt + completion tokens
     enforce_eager: bool = True  # vLLM: skip CUDA-graph capture (fast start)
+    num_threads: int = 0  # torch intra-op threads of the HF engine; 0: torch's default
 
 
 @dataclass(frozen=True)
@@ -136,12 +137,16 @@ class HFEngine:
 
     def __init__(self, model_path: str, settings: EngineSettings) -> None:
         self.settings = settings
+        if settings.num_threads > 0:
+            torch.set_num_threads(settings.num_threads)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=_dtype(settings.dtype)).to(settings.device)
+            model_path, dtype=_dtype(settings.dtype))
+        self.model.to(torch.device(settings.device))  # type: ignore[arg-type]
         self.model.eval()
+        self.model.requires_grad_(False)  # inference only
         self._calls = 0
 
     @torch.no_grad()
@@ -178,7 +183,7 @@ class HFEngine:
             for k in range(n):
                 ids, finished = _cut(new[p * n + k], eos, tok.pad_token_id)
                 group.append(Completion(prompt_ids=prompt_ids, completion_ids=ids,
-                                        text=tok.decode(ids, skip_special_tokens=True),
+                                        text=str(tok.decode(ids, skip_special_tokens=True)),
                                         finished=finished))
             result.append(group)
         return result
@@ -238,13 +243,16 @@ class VLLMEngine:
                     ids.append(eos)  # stopped on EOS without returning it: score it anyway
                 group.append(Completion(prompt_ids=list(tp["prompt_token_ids"]),
                                         completion_ids=ids,
-                                        text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                                        text=str(self.tokenizer.decode(ids, skip_special_tokens=True)),
                                         finished=finished))
             result.append(group)
         return result
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        weights = [(k, v) for k, v in state_dict.items()]
+        weights = list(state_dict.items())
+        if "lm_head.weight" not in state_dict and "model.embed_tokens.weight" in state_dict:
+            # tied embeddings: vLLM's in-place reload expects the head too, else keeps the old
+            weights.append(("lm_head.weight", state_dict["model.embed_tokens.weight"]))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()  # cached KV of old weights must not be reused
 

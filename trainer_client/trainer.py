@@ -29,6 +29,7 @@ client and Ray are always closed, also when start-up fails halfway.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -177,6 +178,7 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
         device=cfg.policy.device, fsdp=cfg.policy.fsdp,
         micro_batch_size=cfg.policy.micro_batch_size, temperature=cfg.rollout.temperature,
         allowed_token_ids=allowed, gradient_checkpointing=cfg.policy.gradient_checkpointing,
+        num_threads=cfg.policy.num_threads,
         optim=cfg.optim, grpo=cfg.grpo)
 
     client: RewardClient | None = None
@@ -239,7 +241,7 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
             t0 = time.monotonic()
             k = max(1, min(cfg.rollout.chunks, len(problems)))
             bounds = [(i * len(problems)) // k for i in range(k + 1)]
-            chunk_problems = [problems[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+            chunk_problems = [problems[a:b] for a, b in itertools.pairwise(bounds)]
             gen_calls = [workers.rollout.call("generate", [prompt(p) for p in ps], sampling)
                          for ps in chunk_problems]
             groups: list[list[Completion]] = []

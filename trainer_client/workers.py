@@ -47,7 +47,6 @@ class RolloutWorker:
     """Holds the rollout engine (one per Ray actor or process)."""
 
     def __init__(self, model_path: str, settings: EngineSettings) -> None:
-        torch.set_num_threads(max(1, torch.get_num_threads()))
         self.engine = make_engine(model_path, settings)
 
     def generate(self, prompts: Sequence[str],
@@ -214,13 +213,13 @@ def start_ray_workers(model_path: str, engine: EngineSettings, policy: PolicySet
                              timeout=ready_timeout_s)
 
         rollout_cls = ray.remote(RolloutWorker).options(num_cpus=1, num_gpus=rollout_gpus)
-        rollout = rollout_cls.remote(model_path, engine)
+        rollout: Any = rollout_cls.remote(model_path, engine)
         started.append(rollout)
-        ranks = []
+        ranks: list[Any] = []
         for rank in range(world_size):
             strategy = PlacementGroupSchedulingStrategy(placement_group=pg,
                                                         placement_group_bundle_index=rank)
-            actor = ray.remote(PolicyWorker).options(
+            actor: Any = ray.remote(PolicyWorker).options(
                 num_cpus=1, num_gpus=1 if gpu else 0, scheduling_strategy=strategy,
             ).remote(policy, rank=rank, world_size=world_size, master_addr=addr,
                      master_port=port, optimizer_state=optimizer_state)

@@ -250,3 +250,14 @@ def test_reward_or_none_and_helpers():
         assert 0.5 * base <= d <= 1.5 * base
     assert backoff_delay(0, p, rng, retry_after=7.0) == 7.0
     assert backoff_delay(0, p, rng, retry_after=99.0) == p.max_retry_after_s
+
+
+def test_async_client_error_is_from_the_tree(server):
+    server.script = [lambda h, b: (422, {"detail": "bad"}, {})] * 4
+
+    async def main():
+        async with AsyncRewardClient(settings(url_of(server), chunk_size=2)) as c:
+            await c.score(items(6))
+
+    with pytest.raises(RewardValidationError):
+        asyncio.run(main())
