@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from trainer_client.integrations import _common
+from trainer_client.integrations import _common, slime, trl, verl
 from trainer_client.integrations._common import (
     async_client,
     completion_text,
@@ -91,3 +91,11 @@ def test_scorer_options() -> None:
     assert scorer_options({"index": 1}) is None
     assert scorer_options({"rel_tol": 0.1, "choices": ["A"], "x": 1}) == {"rel_tol": 0.1,
                                                                           "choices": ["A"]}
+
+
+@pytest.mark.parametrize("mod", [_common, slime, trl, verl])
+def test_all_is_complete(mod) -> None:  # type: ignore[no-untyped-def]
+    public = {n for n, v in vars(mod).items() if not n.startswith("_")
+              and getattr(v, "__module__", None) == mod.__name__}
+    assert public <= set(mod.__all__), public - set(mod.__all__)
+    assert all(hasattr(mod, n) for n in mod.__all__)

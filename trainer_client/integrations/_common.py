@@ -30,9 +30,12 @@ from trainer_client.reward_client import (
 )
 
 __all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_READ_TIMEOUT_S",
     "ENV_TOKEN",
     "ENV_URL",
     "SCORER_OPTION_KEYS",
+    "aclose_clients",
     "async_client",
     "close_clients",
     "completion_text",

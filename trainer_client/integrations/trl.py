@@ -52,7 +52,7 @@ from trainer_client.reward_client import (
     reward_or_none,
 )
 
-__all__ = ["RewardFunc", "make_reward_func"]
+__all__ = ["AsyncRewardFunc", "RewardFunc", "make_reward_func"]
 
 logger = logging.getLogger(__name__)
 
