@@ -28,7 +28,7 @@ test: $(VENV)/.dev  ## install what the tests need and run them
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check reward_service trainer_client tests bench
+	$(BIN)/ruff check reward_service trainer_client tests bench examples
 	$(BIN)/mypy reward_service
 
 bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl

@@ -1,0 +1,127 @@
+"""GRPO core against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+
+from trainer_client.grpo import (
+    aggregate,
+    entropy_from_logits,
+    group_advantages,
+    grpo_loss,
+    kl_k3,
+    policy_loss,
+    rewards_to_tensor,
+)
+
+S3 = math.sqrt(1 / 3)  # unbiased std of {1, 0, 1, 0} and of {1, 0, 0}
+
+
+def test_advantages_hand_computed():
+    r = rewards_to_tensor([1, 0, 1, 0,  1, None, 0, 0,  1, None, None, None,  1, 1, 1, 1])
+    (adv, valid), m = group_advantages(r, 4, eps=0.0)
+    expected = [
+        0.5 / S3, -0.5 / S3, 0.5 / S3, -0.5 / S3,
+        (2 / 3) / S3, 0.0, (-1 / 3) / S3, (-1 / 3) / S3,
+        0.0, 0.0, 0.0, 0.0,       # one available reward: no spread, no signal
+        0.0, 0.0, 0.0, 0.0,       # all equal: std 0 -> 0 (eps=0 gives 0/0, must not be NaN)
+    ]
+    assert torch.allclose(adv, torch.tensor(expected), atol=1e-6), adv
+    assert valid.tolist() == [True] * 5 + [False] + [True] * 3 + [False] * 3 + [True] * 4
+    assert not torch.isnan(adv).any()
+    assert m["rewards/unavailable_fraction"] == pytest.approx(4 / 16)
+    assert m["rewards/frac_groups_with_signal"] == pytest.approx(2 / 4)
+
+
+def test_unavailable_is_not_counted_as_zero():
+    # If None were 0 the group {1, None} would have mean 0.5 and give the 1 a positive
+    # advantage; left out, the group has a single reward and no signal.
+    (adv, _), _ = group_advantages(rewards_to_tensor([1.0, None]), 2)
+    assert adv.tolist() == [0.0, 0.0]
+
+
+def test_advantages_unscaled_and_eps():
+    r = torch.tensor([3.0, 1.0])
+    (adv, _), _ = group_advantages(r, 2, scale=False)
+    assert adv.tolist() == [1.0, -1.0]
+    (adv, _), _ = group_advantages(r, 2, eps=1.0)  # std = sqrt(2)
+    assert adv[0].item() == pytest.approx(1 / (math.sqrt(2) + 1))
+
+
+def test_advantages_bad_shape():
+    with pytest.raises(ValueError):
+        group_advantages(torch.zeros(5), 2)
+
+
+def test_aggregation_token_vs_sequence():
+    v = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0], [9.0, 9.0, 9.0]])
+    mask = torch.tensor([[1.0, 1, 1], [1, 0, 0], [0, 0, 0]])
+    assert aggregate(v, mask, "token").item() == pytest.approx((6 + 4) / 4)
+    assert aggregate(v, mask, "sequence").item() == pytest.approx((2 + 4) / 2)  # empty row ignored
+    with pytest.raises(ValueError):
+        aggregate(v, mask, "bogus")  # type: ignore[arg-type]
+
+
+def test_kl_k3_hand_computed():
+    lp = torch.log(torch.tensor([[0.5, 0.3]]))
+    ref = torch.log(torch.tensor([[0.25, 0.3]]))
+    k3 = kl_k3(lp, ref)
+    assert k3[0, 0].item() == pytest.approx(0.5 - math.log(0.5) - 1)  # 0.19315
+    assert k3[0, 1].item() == pytest.approx(0.0)
+    assert (kl_k3(torch.randn(4, 5), torch.randn(4, 5)) >= 0).all()
+
+
+def test_policy_loss_ratio_one_is_minus_advantage():
+    lp = torch.zeros(2, 3)
+    adv = torch.tensor([1.0, -2.0])
+    mask = torch.ones(2, 3)
+    loss, m = policy_loss(lp, lp, adv, mask, aggregation="token")
+    assert loss.item() == pytest.approx(-(1 - 2) / 2)
+    assert m["losses/clip_fraction"] == 0.0
+    assert m["losses/ratio_mean"] == pytest.approx(1.0)
+
+
+def test_policy_loss_clipping_hand_computed():
+    old = torch.log(torch.tensor([[0.5], [0.5]]))
+    new = torch.log(torch.tensor([[0.8], [0.8]])).requires_grad_()  # ratio 1.6
+    adv = torch.tensor([1.0, -1.0])
+    loss, m = policy_loss(new, old, adv, torch.ones(2, 1), clip_eps_low=0.2, clip_eps_high=0.2)
+    # A=+1: min(1.6, 1.2) = 1.2 (clipped) -> -1.2 ; A=-1: min(-1.6, -1.2) = -1.6 -> +1.6
+    assert loss.item() == pytest.approx((-1.2 + 1.6) / 2)
+    assert m["losses/clip_fraction"] == pytest.approx(0.5)
+    loss.backward()
+    # the clipped token has zero gradient; the other has d(1.6 * exp(lp-old))/dlp / 2 = 0.8
+    assert new.grad[0, 0].item() == pytest.approx(0.0)
+    assert new.grad[1, 0].item() == pytest.approx(0.8)
+
+
+def test_policy_loss_clip_higher():
+    old = torch.log(torch.tensor([[0.5]]))
+    new = torch.log(torch.tensor([[0.7]]))  # ratio 1.4
+    loss, _ = policy_loss(new, old, torch.tensor([1.0]), torch.ones(1, 1),
+                          clip_eps_low=0.2, clip_eps_high=0.28)
+    assert loss.item() == pytest.approx(-1.28)
+
+
+def test_grpo_loss_combines_kl():
+    lp = torch.log(torch.tensor([[0.5, 0.5]]))
+    ref = torch.log(torch.tensor([[0.25, 0.5]]))
+    mask = torch.tensor([[1.0, 1.0]])
+    adv = torch.tensor([2.0])
+    loss, m = grpo_loss(lp, lp, ref, adv, mask, kl_coef=0.1, aggregation="sequence")
+    k3 = (0.5 - math.log(0.5) - 1) / 2
+    assert m["losses/kl"] == pytest.approx(k3)
+    assert loss.item() == pytest.approx(-2.0 + 0.1 * k3)
+    with pytest.raises(ValueError):
+        grpo_loss(lp, lp, None, adv, mask, kl_coef=0.1)
+    _, m0 = grpo_loss(lp, lp, None, adv, mask, kl_coef=0.0)
+    assert m0["losses/kl"] == 0.0
+
+
+def test_entropy_uniform():
+    logits = torch.zeros(2, 3, 4)
+    mask = torch.tensor([[1.0, 1, 0], [1, 0, 0]])
+    value, m = entropy_from_logits(logits, mask)
+    assert value.item() == pytest.approx(math.log(4))
+    assert m["policy/entropy"] == pytest.approx(math.log(4))

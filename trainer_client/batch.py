@@ -1,0 +1,52 @@
+"""Turn sampled completions and their advantages into padded training tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from trainer_client.rollout import Completion
+
+__all__ = ["TrainBatch", "make_train_batch"]
+
+
+@dataclass(frozen=True)
+class TrainBatch:
+    """Right-padded ``prompt + completion`` rows; ``B`` sequences of length ``L``."""
+
+    input_ids: torch.Tensor  # [B, L] long
+    attention_mask: torch.Tensor  # [B, L] long, 1 on real tokens
+    completion_mask: torch.Tensor  # [B, L] float, 1 on completion tokens of usable rows
+    advantages: torch.Tensor  # [B] float
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def select(self, rows: slice | torch.Tensor) -> TrainBatch:
+        return TrainBatch(self.input_ids[rows], self.attention_mask[rows],
+                          self.completion_mask[rows], self.advantages[rows])
+
+
+def make_train_batch(completions: Sequence[Completion], advantages: torch.Tensor,
+                     valid: torch.Tensor, *, pad_id: int) -> TrainBatch:
+    """Pack completions (flattened, group after group) with their advantages ``[B]``.
+
+    Rows whose reward was unavailable (``valid`` False) keep their tokens but get an all-zero
+    ``completion_mask``: they contribute nothing to the loss.
+    """
+    if len(completions) != advantages.numel() or len(completions) != valid.numel():
+        raise ValueError("completions, advantages and valid differ in length")
+    rows = [c.prompt_ids + c.completion_ids for c in completions]
+    length = max(len(r) for r in rows)
+    b = len(rows)
+    input_ids = torch.full((b, length), pad_id, dtype=torch.long)
+    attention = torch.zeros((b, length), dtype=torch.long)
+    cmask = torch.zeros((b, length), dtype=torch.float32)
+    for i, (c, r) in enumerate(zip(completions, rows, strict=True)):
+        input_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+        attention[i, : len(r)] = 1
+        if bool(valid[i]):
+            cmask[i, len(c.prompt_ids): len(r)] = 1.0
+    return TrainBatch(input_ids, attention, cmask, advantages.to(torch.float32))

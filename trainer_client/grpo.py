@@ -1,0 +1,210 @@
+"""GRPO core: advantages and losses as pure tensor functions.
+
+Every function here is pure (no I/O, no module state) and returns ``(value, metrics)``
+where ``metrics`` is a flat ``dict[str, float]`` with namespaced keys (``losses/kl``).
+
+Notation (shapes in comments):
+
+- ``B``: number of sequences in a batch (``num_prompts * group_size``)
+- ``T``: number of completion tokens (padded); ``mask`` is 1.0 on real completion tokens
+- ``G``: group size, the number of samples per prompt
+
+Where we depart from the GRPO paper (Shao et al., 2024), and why:
+
+- Rewards that could not be computed (``None`` in TRL's ``list[float | None]`` contract,
+  ``NaN`` in tensors here) are *left out* of the group mean and std and get advantage 0;
+  their sequences are masked out of the loss. Counting them as 0 would teach the policy that
+  whatever it wrote while the reward service was down was wrong.
+- A group with fewer than two available rewards has no defined spread: all its advantages
+  are 0 (no learning signal, no crash).
+- Two loss aggregations are offered: ``"sequence"`` (the paper: mean over each sequence's
+  tokens, then over sequences) and ``"token"`` (DAPO: mean over all tokens of the batch,
+  which does not down-weight long responses).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+__all__ = [
+    "Aggregation",
+    "aggregate",
+    "entropy_from_logits",
+    "group_advantages",
+    "grpo_loss",
+    "kl_k3",
+    "policy_loss",
+    "rewards_to_tensor",
+]
+
+Aggregation = Literal["token", "sequence"]
+
+
+def rewards_to_tensor(rewards: list[float | None]) -> torch.Tensor:
+    """TRL-style rewards to a float tensor ``[B]`` with ``NaN`` where a reward is ``None``."""
+    return torch.tensor([float("nan") if r is None else float(r) for r in rewards],
+                        dtype=torch.float32)
+
+
+def group_advantages(
+    rewards: torch.Tensor,
+    group_size: int,
+    *,
+    scale: bool = True,
+    eps: float = 1e-4,
+) -> tuple[tuple[torch.Tensor, torch.Tensor], dict[str, float]]:
+    """Group-normalised advantages ``(r - mean_group) / (std_group + eps)``.
+
+    Args:
+        rewards: ``[B]`` float, ``B = num_groups * group_size``, consecutive items form a
+            group; ``NaN`` marks an unavailable reward.
+        group_size: ``G``.
+        scale: divide by the group std (GRPO); ``False`` only centres (Dr. GRPO).
+        eps: added to the std.
+
+    Returns:
+        ``((advantages [B], valid [B] bool), metrics)``. The std is the unbiased sample std
+        over the available rewards of the group (as ``torch.std`` in TRL). Unavailable
+        items, and every item of a group with < 2 available rewards or with zero spread,
+        get advantage 0;
+        ``valid`` is False only for unavailable items.
+    """
+    if rewards.ndim != 1 or rewards.numel() % group_size != 0:
+        raise ValueError(f"rewards must be [num_groups*{group_size}], got {tuple(rewards.shape)}")
+    r = rewards.view(-1, group_size)  # [num_groups, G]
+    valid = ~torch.isnan(r)  # [num_groups, G]
+    n = valid.sum(dim=1, keepdim=True)  # [num_groups, 1]
+    r0 = torch.where(valid, r, torch.zeros_like(r))
+    mean = r0.sum(dim=1, keepdim=True) / n.clamp(min=1)  # [num_groups, 1]
+    sq = torch.where(valid, (r - mean) ** 2, torch.zeros_like(r))
+    std = (sq.sum(dim=1, keepdim=True) / (n - 1).clamp(min=1)).sqrt()  # [num_groups, 1]
+    adv = r - mean
+    if scale:
+        adv = adv / (std + eps)
+    # A group whose available rewards are all equal carries no signal: 0, never 0/0 = NaN.
+    usable = valid & (n >= 2) & (std > 0)
+    adv = torch.where(usable, adv, torch.zeros_like(adv))  # [num_groups, G]
+
+    num_groups = r.shape[0]
+    has_signal = (n.squeeze(1) >= 2) & (std.squeeze(1) > 0)
+    metrics = {
+        "advantages/abs_mean": float(adv[usable].abs().mean()) if usable.any() else 0.0,
+        "rewards/group_std_mean": float(std.squeeze(1)[n.squeeze(1) >= 2].mean())
+        if bool((n >= 2).any()) else 0.0,
+        "rewards/frac_groups_with_signal": float(has_signal.float().mean()) if num_groups else 0.0,
+        "rewards/unavailable_fraction": float((~valid).float().mean()),
+    }
+    return (adv.reshape(-1), valid.reshape(-1)), metrics
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: Aggregation) -> torch.Tensor:
+    """Reduce per-token ``values [B, T]`` under ``mask [B, T]`` to a scalar.
+
+    ``"token"``: ``sum(values * mask) / sum(mask)`` over the whole batch.
+    ``"sequence"``: per sequence ``sum_t(values * mask) / sum_t(mask)``, then the mean over
+    sequences that have at least one token.
+    """
+    mask = mask.to(values.dtype)
+    if mode == "token":
+        return (values * mask).sum() / mask.sum().clamp(min=1.0)
+    if mode == "sequence":
+        lengths = mask.sum(dim=1)  # [B]
+        per_seq = (values * mask).sum(dim=1) / lengths.clamp(min=1.0)  # [B]
+        has = (lengths > 0).to(values.dtype)
+        return (per_seq * has).sum() / has.sum().clamp(min=1.0)
+    raise ValueError(f"unknown aggregation {mode!r}")
+
+
+def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of KL(pi || pi_ref) (Schulman, "Approximating KL divergence").
+
+    ``k3 = exp(ref - lp) - (ref - lp) - 1``: unbiased, always >= 0. Shapes ``[B, T]``.
+    The log-ratio is clamped to [-20, 20] so a wild token cannot overflow ``exp``.
+    """
+    log_ratio = (ref_logprobs - logprobs).clamp(-20.0, 20.0)  # [B, T]
+    return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+def policy_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.2,
+    aggregation: Aggregation = "sequence",
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO-style clipped surrogate, to be minimised.
+
+    Args:
+        logprobs: ``[B, T]`` log pi_theta of the sampled tokens (with grad).
+        old_logprobs: ``[B, T]`` log pi_old (the policy that sampled), no grad.
+        advantages: ``[B]``, one per sequence, broadcast over its tokens.
+        mask: ``[B, T]``, 1.0 on completion tokens that count.
+        clip_eps_low, clip_eps_high: ratio clipped to ``[1 - low, 1 + high]``
+            (equal values: PPO; a larger ``high``: DAPO's clip-higher).
+
+    Per token: ``-min(ratio * A, clip(ratio) * A)``.
+    """
+    ratio = torch.exp(logprobs - old_logprobs)  # [B, T]
+    adv = advantages.unsqueeze(1)  # [B, 1]
+    unclipped = ratio * adv
+    clipped = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high) * adv
+    per_token = -torch.minimum(unclipped, clipped)  # [B, T]
+    loss = aggregate(per_token, mask, aggregation)
+    with torch.no_grad():
+        m = mask.to(ratio.dtype)
+        denom = m.sum().clamp(min=1.0)
+        is_clipped = (clipped < unclipped).to(ratio.dtype)  # where the min picked the clip
+        metrics = {
+            "losses/policy": float(loss.detach()),
+            "losses/clip_fraction": float((is_clipped * m).sum() / denom),
+            "losses/ratio_mean": float((ratio * m).sum() / denom),
+        }
+    return loss, metrics
+
+
+def grpo_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    kl_coef: float = 0.0,
+    clip_eps_low: float = 0.2,
+    clip_eps_high: float = 0.2,
+    aggregation: Aggregation = "sequence",
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped policy loss plus ``kl_coef * k3`` KL to the reference, same aggregation.
+
+    ``ref_logprobs`` may be None only when ``kl_coef == 0`` (then ``losses/kl`` is
+    reported as 0 and nothing is computed). Shapes as in :func:`policy_loss`.
+    """
+    pg, metrics = policy_loss(
+        logprobs, old_logprobs, advantages, mask,
+        clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, aggregation=aggregation,
+    )
+    if ref_logprobs is None:
+        if kl_coef != 0.0:
+            raise ValueError("kl_coef > 0 needs ref_logprobs")
+        kl = torch.zeros((), dtype=pg.dtype)
+    else:
+        kl = aggregate(kl_k3(logprobs, ref_logprobs), mask, aggregation)
+    loss = pg + kl_coef * kl
+    metrics["losses/kl"] = float(kl.detach())
+    metrics["losses/total"] = float(loss.detach())
+    return loss, metrics
+
+
+def entropy_from_logits(
+    logits: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Mean per-token entropy of ``logits [B, T, V]`` over ``mask [B, T]`` (token mean)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [B, T, V]
+    ent = -(logp.exp() * logp).sum(dim=-1)  # [B, T]
+    value = aggregate(ent, mask, "token")
+    return value, {"policy/entropy": float(value.detach())}

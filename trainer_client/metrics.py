@@ -1,0 +1,128 @@
+"""Per-step metrics: reward statistics, the JSONL log, and the reward-curve plot.
+
+Keys (namespaced; units in the name where there is one):
+
+- ``step``; ``rewards/mean`` (over available rewards), ``rewards/std``
+- ``rewards/status/<s>``: fraction of the step's completions with service status ``s``
+  (``correct``, ``incorrect``, ``no_answer``, ``bad_ground_truth``, ``timeout``, ``error``)
+  or ``unavailable`` (the service could not be reached in time)
+- ``rewards/unavailable_fraction``: rewards that are ``None`` (left out of advantages)
+- ``rewards/service_failures_total``: failed scoring attempts of the step (service down)
+- ``advantages/*``, ``losses/*`` (``losses/kl``, ``losses/policy``, ``losses/clip_fraction``),
+  ``policy/entropy``, ``policy/grad_norm``, ``policy/lr``
+- ``completions/mean_length``, ``completions/max_length``, ``completions/truncated_fraction``
+- ``timings/*_seconds``: rollout, reward (total), reward_wait (after generation ended),
+  train, sync, eval, checkpoint, step
+- ``eval/accuracy``, ``eval/status/<s>`` every ``eval.every`` steps
+- ``train/skipped``: 1 when no reward of the step was available and no update was made
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer_client.reward_client import ScoreResult, reward_or_none
+
+__all__ = [
+    "STATUSES",
+    "MetricsWriter",
+    "plot_reward_curve",
+    "read_metrics",
+    "reward_metrics",
+]
+
+STATUSES = ("correct", "incorrect", "no_answer", "bad_ground_truth", "timeout", "error",
+            "unavailable")
+
+
+def reward_metrics(results: Sequence[ScoreResult | None],
+                   prefix: str = "rewards") -> tuple[list[float | None], dict[str, float]]:
+    """TRL-style rewards and their metrics; ``None`` in ``results`` means the service was
+    unreachable for that item."""
+    rewards = [None if r is None else reward_or_none(r) for r in results]
+    avail = [r for r in rewards if r is not None]
+    counts = Counter("unavailable" if r is None else r.status for r in results)
+    n = max(1, len(results))
+    m: dict[str, float] = {f"{prefix}/status/{s}": counts.get(s, 0) / n for s in STATUSES}
+    mean = sum(avail) / len(avail) if avail else float("nan")
+    m[f"{prefix}/mean"] = mean
+    m[f"{prefix}/std"] = (math.sqrt(sum((a - mean) ** 2 for a in avail) / len(avail))
+                          if avail else float("nan"))
+    m[f"{prefix}/unavailable_fraction"] = (len(rewards) - len(avail)) / n
+    return rewards, m
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None  # JSON has no NaN
+    return v
+
+
+class MetricsWriter:
+    """Appends one JSON object per line to ``path``; on resume, drops lines of steps after
+    the checkpoint so no step appears twice."""
+
+    def __init__(self, path: str | Path, *, resume_step: int | None = None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is None:
+            self.path.write_text("")
+        elif self.path.exists():
+            kept = [line for line in self.path.read_text().splitlines()
+                    if line.strip() and json.loads(line)["step"] <= resume_step]
+            self.path.write_text("".join(k + "\n" for k in kept))
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._fh.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def plot_reward_curve(metrics_path: str | Path, out_png: str | Path, *,
+                      title: str = "GRPO") -> Path:
+    """Reward mean per step (and a moving average), eval accuracy, unavailable fraction."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_metrics(metrics_path)
+    steps = [r["step"] for r in rows if r.get("rewards/mean") is not None]
+    means = [r["rewards/mean"] for r in rows if r.get("rewards/mean") is not None]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    ax.plot(steps, means, color="tab:blue", alpha=0.35, lw=1, label="reward (train batch)")
+    w = 10
+    if len(means) >= w:
+        ma = [sum(means[i - w + 1:i + 1]) / w for i in range(w - 1, len(means))]
+        ax.plot(steps[w - 1:], ma, color="tab:blue", lw=2, label=f"reward ({w}-step mean)")
+    ev = [(r["step"], r["eval/accuracy"]) for r in rows if r.get("eval/accuracy") is not None]
+    if ev:
+        ax.plot(*zip(*ev, strict=True), "o-", color="tab:green", label="eval accuracy (greedy)")
+    un = [(r["step"], r["rewards/status/unavailable"]) for r in rows
+          if r.get("rewards/status/unavailable")]
+    if un:
+        ax.bar(*zip(*un, strict=True), color="tab:red", alpha=0.5,
+               label="rewards unavailable (fraction)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("reward / accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title(title)
+    fig.tight_layout()
+    out = Path(out_png)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

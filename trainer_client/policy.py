@@ -1,0 +1,325 @@
+"""The trained policy: an HF causal LM sharded with FSDP2, its optimizer and reference.
+
+One :class:`PolicyWorker` per rank (a Ray actor, a spawned process, or the only process).
+Ranks form a torch.distributed group (gloo on CPU, nccl on GPU) over a 1-D device mesh;
+every decoder layer, then the root, is wrapped with ``fully_shard``. Data parallel: each
+rank trains on its slice ``rank::world_size`` of the batch; FSDP2's reduce-scatter
+averages the gradients.
+
+Collective methods (every rank must call them, in the same order): ``train_step``,
+``full_state_dict``, ``save_checkpoint``. The full state dicts are gathered onto rank 0
+(CPU) only; the other ranks return ``None``.
+
+Where we simplify: a mini-batch is split into micro-batches of ``micro_batch_size``
+sequences whose losses are averaged, so ``"token"`` aggregation is exact per micro-batch
+and averaged across them (exact when micro-batches hold equal token counts).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any, cast
+
+import torch
+import torch.distributed as dist
+from safetensors.torch import save_file
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from trainer_client.batch import TrainBatch
+from trainer_client.checkpoint import finalize_checkpoint, prune_checkpoints, tmp_checkpoint_path
+from trainer_client.grpo import Aggregation, entropy_from_logits, grpo_loss
+
+__all__ = ["GRPOSettings", "OptimSettings", "PolicySettings", "PolicyWorker", "token_logprobs"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimSettings:
+    """AdamW and gradient clipping."""
+
+    lr: float = 1e-3  # learning rate (constant after warmup)
+    warmup_steps: int = 0  # linear warmup over this many optimizer steps
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    eps: float = 1e-8  # AdamW epsilon
+    grad_clip: float = 1.0  # max global grad norm; 0 disables
+
+
+@dataclass(frozen=True, kw_only=True)
+class GRPOSettings:
+    """The GRPO objective (see :mod:`trainer_client.grpo`)."""
+
+    kl_coef: float = 0.0  # weight of k3 KL to the reference; 0: no reference model
+    clip_eps_low: float = 0.2  # ratio clipped to [1 - low, 1 + high]
+    clip_eps_high: float = 0.2  # > low: DAPO clip-higher
+    aggregation: Aggregation = "sequence"  # "sequence" (paper) or "token" (DAPO)
+    scale_rewards: bool = True  # divide advantages by the group std
+    ppo_epochs: int = 1  # passes over each batch; > 1 makes the clip matter
+    mini_batch_size: int = 0  # sequences per optimizer step (all ranks); 0: whole batch
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicySettings:
+    """Everything a policy rank needs."""
+
+    model_path: str  # HF dir (or hub id on machines with a hub) to start from
+    ref_model_path: str | None = None  # reference for KL; None: model_path
+    dtype: str = "float32"  # parameter dtype: float32 | bfloat16
+    device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
+    fsdp: bool = True  # wrap with fully_shard (always on at world size > 1)
+    micro_batch_size: int = 64  # sequences per forward/backward on one rank
+    temperature: float = 1.0  # logits are divided by the sampling temperature
+    allowed_token_ids: tuple[int, ...] | None = None  # same restriction as the sampler
+    gradient_checkpointing: bool = False
+    optim: OptimSettings = field(default_factory=OptimSettings)
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    dist_timeout_s: float = 600.0  # timeout of collectives
+    num_threads: int = 0  # torch intra-op threads in this rank; 0: torch's default
+
+
+def _dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16,
+            "float16": torch.float16}[name]
+
+
+def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
+                   attention_mask: torch.Tensor, *, temperature: float = 1.0,
+                   blocked: torch.Tensor | None = None,
+                   with_logits: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of each next token: ``[B, L-1]`` (and the logits ``[B, L-1, V]``).
+
+    ``blocked`` ``[V]`` bool marks tokens the sampler could not produce; they get -1e9 so
+    log-probs are those of the restricted distribution the samples came from.
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # [B, L, V]
+    logits = logits[:, :-1].float() / temperature  # [B, L-1, V]
+    if blocked is not None:
+        logits = logits.masked_fill(blocked[: logits.shape[-1]].to(logits.device), -1e9)
+    logp = torch.log_softmax(logits, dim=-1)
+    target = input_ids[:, 1:].unsqueeze(-1)  # [B, L-1, 1]
+    lp = logp.gather(-1, target).squeeze(-1)  # [B, L-1]
+    return lp, (logits if with_logits else None)
+
+
+class PolicyWorker:
+    """One rank of the FSDP2 policy."""
+
+    def __init__(self, settings: PolicySettings, *, rank: int, world_size: int,
+                 master_addr: str = "127.0.0.1", master_port: int = 29500,
+                 optimizer_state: str | None = None, start_step: int = 0) -> None:
+        """Join the process group, load and shard the model (and the reference), build the
+        optimizer, and load ``optimizer_state`` (a checkpoint's ``optimizer.pt``) if given.
+        ``settings.model_path`` is the checkpoint's ``model/`` dir when resuming."""
+        self.settings = settings
+        if settings.num_threads > 0:
+            torch.set_num_threads(settings.num_threads)
+        self.rank, self.world_size = rank, world_size
+        self.device = torch.device(settings.device if settings.device == "cpu"
+                                   else f"cuda:{torch.cuda.current_device()}")
+        if not dist.is_initialized():
+            os.environ["MASTER_ADDR"] = master_addr
+            os.environ["MASTER_PORT"] = str(master_port)
+            dist.init_process_group("gloo" if settings.device == "cpu" else "nccl",
+                                    rank=rank, world_size=world_size,
+                                    timeout=timedelta(seconds=settings.dist_timeout_s))
+        self.mesh = init_device_mesh(settings.device, (world_size,))
+        self.model = self._load(settings.model_path, trainable=True)
+        self.ref: torch.nn.Module | None = None
+        if settings.grpo.kl_coef > 0:
+            self.ref = self._load(settings.ref_model_path or settings.model_path,
+                                  trainable=False)
+        o = settings.optim
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr,
+                                           betas=(o.beta1, o.beta2), eps=o.eps,
+                                           weight_decay=o.weight_decay)
+        self.opt_steps = 0
+        if optimizer_state is not None:
+            sd = torch.load(optimizer_state, map_location="cpu", weights_only=False)
+            self.opt_steps = int(sd.pop("_opt_steps", 0))
+            set_optimizer_state_dict(self.model, self.optimizer, optim_state_dict=sd,
+                                     options=StateDictOptions(full_state_dict=True))
+        # kept in memory: on resume model_path is a checkpoint that may later be pruned
+        self._config = AutoConfig.from_pretrained(settings.model_path)
+        self._tokenizer = AutoTokenizer.from_pretrained(settings.model_path)
+        self.blocked: torch.Tensor | None = None
+        if settings.allowed_token_ids is not None:
+            vocab = int(self._config.vocab_size)
+            self.blocked = torch.ones(vocab, dtype=torch.bool)
+            self.blocked[list(settings.allowed_token_ids)] = False
+        logger.info("policy rank ready", extra={"rank": rank, "world_size": world_size})
+
+    def _load(self, path: str, *, trainable: bool) -> torch.nn.Module:
+        torch.manual_seed(0)  # identical init of anything not in the checkpoint, every rank
+        model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
+            path, dtype=_dtype(self.settings.dtype))
+        model.to(self.device)  # type: ignore[arg-type]
+        if trainable and self.settings.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        if self.settings.fsdp or self.world_size > 1:
+            layers = getattr(getattr(model, "model", None), "layers", None)
+            for layer in layers or []:
+                fully_shard(layer, mesh=self.mesh)
+            fully_shard(model, mesh=self.mesh)
+        if not trainable:
+            model.eval()
+            model.requires_grad_(False)
+        else:
+            model.train()
+        return model
+
+    # -- training -------------------------------------------------------------------------
+
+    def _lr(self) -> float:
+        o = self.settings.optim
+        if o.warmup_steps > 0 and self.opt_steps < o.warmup_steps:
+            return o.lr * (self.opt_steps + 1) / o.warmup_steps
+        return o.lr
+
+    def _micro(self, b: TrainBatch) -> list[TrainBatch]:
+        m = max(1, self.settings.micro_batch_size)
+        return [b.select(slice(i, i + m)) for i in range(0, len(b), m)]
+
+    @torch.no_grad()
+    def _score(self, model: torch.nn.Module, b: TrainBatch) -> torch.Tensor:
+        parts = [token_logprobs(model, mb.input_ids.to(self.device),
+                                mb.attention_mask.to(self.device),
+                                temperature=self.settings.temperature, blocked=self.blocked)[0]
+                 for mb in self._micro(b)]
+        return torch.cat(parts).cpu()  # [B_local, L-1]
+
+    def train_step(self, batch: TrainBatch) -> dict[str, float]:
+        """One GRPO update on ``batch`` (the full batch; this rank takes its slice).
+
+        Returns metrics averaged over ranks (and, for losses, over optimizer steps).
+        """
+        g = self.settings.grpo
+        if len(batch) % self.world_size:
+            raise ValueError(f"batch of {len(batch)} not divisible by world size")
+        local = batch.select(torch.arange(self.rank, len(batch), self.world_size))
+        mask = local.completion_mask[:, 1:]  # [B_local, L-1], aligned with next-token lp
+        old_lp = self._score(self.model, local)  # [B_local, L-1]
+        ref_lp = self._score(self.ref, local) if self.ref is not None else None
+
+        mb_global = g.mini_batch_size or len(batch)
+        mb_local = max(1, mb_global // self.world_size)
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+
+        def add(m: dict[str, float]) -> None:
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + v
+                counts[k] = counts.get(k, 0) + 1
+
+        for epoch in range(g.ppo_epochs):
+            for start in range(0, len(local), mb_local):
+                rows = slice(start, start + mb_local)
+                mini = local.select(rows)
+                micro_rows = [slice(i, min(i + max(1, self.settings.micro_batch_size),
+                                           len(mini)))
+                              for i in range(0, len(mini), max(1, self.settings.micro_batch_size))]
+                for group in self.optimizer.param_groups:
+                    group["lr"] = self._lr()
+                self.optimizer.zero_grad(set_to_none=True)
+                for r in micro_rows:
+                    mb = mini.select(r)
+                    lp, logits = token_logprobs(
+                        self.model, mb.input_ids.to(self.device),
+                        mb.attention_mask.to(self.device),
+                        temperature=self.settings.temperature, blocked=self.blocked,
+                        with_logits=epoch == 0)
+                    m = mb.completion_mask[:, 1:].to(self.device)
+                    loss, metrics = grpo_loss(
+                        lp, old_lp[rows][r].to(self.device),
+                        None if ref_lp is None else ref_lp[rows][r].to(self.device),
+                        mb.advantages.to(self.device), m, kl_coef=g.kl_coef,
+                        clip_eps_low=g.clip_eps_low, clip_eps_high=g.clip_eps_high,
+                        aggregation=g.aggregation)
+                    (loss / len(micro_rows)).backward()
+                    if logits is not None:
+                        _, em = entropy_from_logits(logits.detach(), m)
+                        metrics.update(em)
+                    add(metrics)
+                if self.settings.optim.grad_clip > 0:
+                    norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                                          self.settings.optim.grad_clip)
+                    full = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+                    add({"policy/grad_norm": float(full)})
+                self.optimizer.step()
+                self.opt_steps += 1
+        out = {k: sums[k] / counts[k] for k in sums}
+        out["policy/lr"] = self._lr()
+        out["policy/tokens"] = float(mask.sum())
+        return self._mean_over_ranks(out)
+
+    def _mean_over_ranks(self, metrics: dict[str, float]) -> dict[str, float]:
+        if self.world_size == 1:
+            return metrics
+        keys = sorted(metrics)
+        t = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+        if self.settings.device != "cpu":
+            t = t.to(self.device)
+        dist.all_reduce(t)
+        return {k: float(v) / self.world_size for k, v in zip(keys, t.cpu().tolist(), strict=True)}
+
+    # -- weights out ----------------------------------------------------------------------
+
+    def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """Collective: unsharded weights (HF names, CPU) on rank 0; None elsewhere."""
+        sd = get_model_state_dict(self.model, options=StateDictOptions(
+            full_state_dict=True, cpu_offload=True))
+        return cast(dict[str, torch.Tensor], sd) if self.rank == 0 else None
+
+    def save_checkpoint(self, root: str, step: int, trainer_state: dict[str, Any],
+                        keep_last: int) -> str | None:
+        """Collective: write ``root/step_NNNNNN`` (see :mod:`trainer_client.checkpoint`),
+        then keep the newest ``keep_last``. Returns the path on rank 0."""
+        sd = self.full_state_dict()
+        osd = get_optimizer_state_dict(self.model, self.optimizer, options=StateDictOptions(
+            full_state_dict=True, cpu_offload=True))
+        if self.rank != 0:
+            return None
+        assert sd is not None
+        tmp = tmp_checkpoint_path(root, step)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        model_dir = tmp / "model"
+        model_dir.mkdir(parents=True)
+        config = self._config
+        tensors = {k: v.detach().contiguous().clone() for k, v in sd.items()}
+        if getattr(config, "tie_word_embeddings", False):
+            tensors.pop("lm_head.weight", None)  # safetensors refuses shared storage
+        save_file(tensors, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
+        config.save_pretrained(model_dir)
+        self._tokenizer.save_pretrained(model_dir)
+        to_save: dict[str, Any] = dict(osd)
+        to_save["_opt_steps"] = self.opt_steps
+        torch.save(to_save, tmp / "optimizer.pt")
+        (tmp / "policy_settings.json").write_text(json.dumps(asdict(self.settings), default=str,
+                                                             indent=1))
+        final = finalize_checkpoint(root, step, trainer_state)
+        prune_checkpoints(root, keep_last)
+        logger.info("checkpoint saved", extra={"path": str(final), "step": step})
+        return str(final)
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def close(self) -> None:
+        """Leave the process group. Idempotent."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
