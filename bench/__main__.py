@@ -100,7 +100,8 @@ def main() -> int:
                 clean = sc.service_throughput(svc, rows, 512, timeout_s=3.0)
                 adv = sc.service_throughput(svc, mix, 512, timeout_s=3.0)
                 hung = adv["statuses"].get("timeout", 0)
-                bound = (clean["seconds"] + hung * 3.0 / 2) * 1.1
+                # the bound: clean time + (hostile items x deadline / workers), x 1.1
+                bound = (clean["seconds"] + k * 3.0 / 2) * 1.1
                 res["adversarial"] = {"hostile_items": k, "timeouts": hung,
                                       "clean_s": clean["seconds"], "mix_s": adv["seconds"],
                                       "bound_s": bound, "within_bound": adv["seconds"] <= bound,
