@@ -55,6 +55,43 @@ def _write(directory: str) -> Callable[[], str]:
     return probe
 
 
+# A file the test creates (world-writable, in a world-writable directory) for the worker to
+# try to destroy: without the sandbox, any uid could unlink or rename it.
+TARGET = "/tmp/reward-probe-target"
+
+
+def _unlink() -> str:
+    os.unlink(TARGET)
+    return f"unlinked {TARGET}"
+
+
+def _rename() -> str:
+    os.rename(TARGET, TARGET + ".moved")
+    return f"renamed {TARGET}"
+
+
+def _truncate() -> str:
+    with open(TARGET, "r+b") as fh:
+        fh.truncate(0)
+    return f"truncated {TARGET}"
+
+
+def _signal_sibling() -> str:
+    me, parent = os.getpid(), os.getppid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent:
+            os.kill(int(entry), 0)
+            return f"may signal sibling {entry}"
+    raise LookupError("no sibling worker found")
+
+
 def _fork() -> str:
     pid = os.fork()
     if pid == 0:
@@ -110,6 +147,10 @@ PROBES: dict[str, Callable[[], str]] = {
     "write_cwd": _write("."),
     "write_tmp": _write("/tmp"),
     "write_dev_shm": _write("/dev/shm"),
+    "unlink_file": _unlink,
+    "rename_file": _rename,
+    "truncate_file": _truncate,
+    "signal_sibling": _signal_sibling,
     "fork": _fork,
     "exec": _exec,
     "thread": _thread,

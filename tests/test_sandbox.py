@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterator
 
 import pytest
 
 from reward_service.pool import Task, WorkerPool
-from reward_service.probes import PROBES
+from reward_service.probes import PROBES, TARGET
 from reward_service.settings import Settings
 
 
 @pytest.fixture(scope="module")
-def probe_results() -> tuple[dict[str, tuple[str, str]], dict]:
+def probe_results() -> Iterator[tuple[dict[str, tuple[str, str]], dict]]:
+    # a file any uid could destroy without the sandbox (world-writable, in /tmp)
+    with open(TARGET, "w") as fh:
+        fh.write("keep me")
+    os.chmod(TARGET, 0o666)
+
     async def main() -> tuple[dict[str, tuple[str, str]], dict]:
         pool = WorkerPool(Settings(workers=1, spares=1, enable_test_probes=True,
                                    worker_memory_mb=1024, sandbox="best-effort"))
@@ -26,13 +32,20 @@ def probe_results() -> tuple[dict[str, tuple[str, str]], dict]:
         finally:
             await pool.stop()
 
-    return asyncio.run(main())
+    try:
+        yield asyncio.run(main())
+        with open(TARGET) as fh:
+            assert fh.read() == "keep me"
+    finally:
+        for path in (TARGET, TARGET + ".moved"):
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 NETWORK = ["tcp_connect", "udp_send", "dns", "unix_connect"]
-FILES = ["write_cwd", "write_tmp", "write_dev_shm"]
+FILES = ["write_cwd", "write_tmp", "write_dev_shm", "unlink_file", "rename_file", "truncate_file"]
 PROCESSES = ["fork", "exec", "thread"]
-PRIVILEGE = ["setuid_root", "signal_parent", "read_parent_environ"]
+PRIVILEGE = ["setuid_root", "signal_parent", "signal_sibling", "read_parent_environ"]
 
 
 @pytest.mark.parametrize("probe", NETWORK + FILES + PROCESSES + PRIVILEGE + ["alloc_over_cap"])
