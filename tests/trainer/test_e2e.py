@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("reward_service.app",
+                    reason="the reward service (extra 'service') is not installed")
+
 from tests.helpers import Service
 from trainer_client.checkpoint import list_checkpoints
 from trainer_client.metrics import read_metrics
