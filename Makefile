@@ -28,7 +28,7 @@ test: $(VENV)/.dev  ## install what the tests need and run them
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
-	$(BIN)/ruff check reward_service trainer_client tests bench
+	$(BIN)/ruff check reward_service trainer_client tests bench examples
 	$(BIN)/mypy reward_service
 
 bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl
@@ -42,3 +42,12 @@ soak: $(VENV)/.dev  ## reliability suite with 5-minute load phases → docs/RELI
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# The container image, built and served with podman by ../shared/tools/image-check, then a
+# real POST /v1/score in it (deploy/smoke.py). --format docker keeps the HEALTHCHECK.
+IMAGE_CHECK ?= ../shared/tools/image-check
+IMAGE_PORT  ?= 8000
+.PHONY: image-check
+image-check:  ## build the image, run it, wait for /readyz, score a batch inside it
+	IMAGE=localhost/reward-service:dev BUILD_OPTS='--format docker' \
+	SMOKE='python3 deploy/smoke.py' $(IMAGE_CHECK) . $(IMAGE_PORT) /readyz

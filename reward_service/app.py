@@ -10,23 +10,34 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reward_service import __version__
-from reward_service.batcher import Batcher, Job, job_params
+from reward_service.batcher import Batcher, Job, Scored, job_params
+from reward_service.compat import CompatError, openrlhf_items, slime_item
 from reward_service.errors import DrainingError, OverloadedError, RequestTooLargeError
 from reward_service.metrics import Metrics
 from reward_service.pool import WorkerPool
-from reward_service.schemas import InfoResponse, ItemResult, ScoreRequest, ScoreResponse
-from reward_service.scorers.base import STATUSES, clip
+from reward_service.schemas import (
+    GetRewardRequest,
+    GetRewardResponse,
+    InfoResponse,
+    ItemResult,
+    ScoreRequest,
+    ScoreResponse,
+    SlimeRewardDetail,
+    SlimeRewardRequest,
+)
+from reward_service.scorers.base import STATUSES, Verdict, clip
 from reward_service.scorers.registry import (
     ALIASES,
     DEFAULT_SCORER,
@@ -106,6 +117,21 @@ class _Unauthorized(Exception):
     pass
 
 
+def _log_sandbox(settings: Settings, report: dict[str, Any]) -> None:
+    """One line at startup telling the operator which sandbox layers the workers run with."""
+    statuses = {name: str(layer.get("status")) for name, layer in report.items()}
+    active = sorted(n for n, s in statuses.items() if s == "active")
+    inactive = sorted(f"{n}({s})" for n, s in statuses.items() if s != "active")
+    level = logging.WARNING if any(s == "failed" for s in statuses.values()) else logging.INFO
+    log.log(level, "sandbox layers", extra={"sandbox": settings.sandbox,
+                                            "active": ",".join(active) or "none",
+                                            "inactive": ",".join(inactive) or "none"})
+
+
+class _Rejected(Exception):
+    """A framework request that does not follow its protocol (→ 422 with the reason)."""
+
+
 def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI:
     """Build the app. The pool is started by the lifespan (pass one in tests to inspect it)."""
     metrics = Metrics()
@@ -115,6 +141,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await pool.start()
+        _log_sandbox(settings, pool.sandbox_report)
         try:
             yield
         finally:
@@ -166,6 +193,11 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         metrics.http_requests.labels(route=request.url.path, code="413").inc()
         return JSONResponse({"detail": str(exc)}, status_code=413)
 
+    @app.exception_handler(_Rejected)
+    async def _rejected(request: Request, exc: _Rejected) -> Response:
+        metrics.http_requests.labels(route=request.url.path, code="422").inc()
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
     @app.exception_handler(UnknownScorerError)
     async def _unknown_scorer(request: Request, exc: UnknownScorerError) -> Response:
         metrics.http_requests.labels(route=request.url.path, code="422").inc()
@@ -190,60 +222,93 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         metrics.http_requests.labels(route=request.url.path, code="422").inc()
         return JSONResponse({"detail": errors}, status_code=422)
 
-    async def score(body: ScoreRequest) -> ScoreResponse:
-        t0 = time.perf_counter()
+    # --- the one scoring path: every route below turns its request into Jobs and calls _run --
+    def _open(n: int, timeout_s: float | None) -> float:
+        """Whole-request checks shared by every scoring route; returns the per-item deadline."""
         if pool.draining:
             raise DrainingError()
-        n = len(body.items)
         if n > settings.max_items:
             raise RequestTooLargeError(f"{n} items; at most {settings.max_items} per request")
-        timeout_s = body.timeout_s if body.timeout_s is not None else settings.default_timeout_s
-        if timeout_s > settings.max_timeout_s:
+        timeout = timeout_s if timeout_s is not None else settings.default_timeout_s
+        if timeout > settings.max_timeout_s:
             raise RequestValidationError(
                 [{"loc": ("body", "timeout_s"), "type": "less_than_equal",
                   "msg": f"timeout_s must be <= {settings.max_timeout_s}"}]
             )
-        jobs: list[Job] = []
+        return timeout
+
+    def _job(where: tuple[str, str], response: str, ground_truth: str, scorer: str | None,
+             data_source: str | None, extra: dict[str, Any] | None) -> Job:
+        """One validated Job; ``where`` names the two fields in errors (e.g. items[3].response)."""
+        if len(response) > settings.max_response_chars:
+            raise RequestTooLargeError(
+                f"{where[0]} has {len(response)} characters; "
+                f"at most {settings.max_response_chars}"
+            )
+        if len(ground_truth) > settings.max_ground_truth_chars:
+            raise RequestTooLargeError(
+                f"{where[1]} has {len(ground_truth)} characters; "
+                f"at most {settings.max_ground_truth_chars}"
+            )
+        name = resolve_scorer(scorer, data_source)
+        return Job(name, response, ground_truth, job_params(name, extra))
+
+    def _result(s: Scored, item_id: str | None = None) -> ItemResult:
+        return ItemResult(
+            id=item_id,
+            score=s.verdict.score,
+            status=s.verdict.status,
+            scorer=s.job.scorer,
+            scorer_version=SCORERS[s.job.scorer].version,
+            extracted=s.verdict.extracted,
+            extracted_gold=s.verdict.extracted_gold,
+            reason=s.verdict.reason,
+            elapsed_s=s.elapsed_s,
+            cached=s.cached,
+        )
+
+    async def _run(jobs: list[Job | tuple[str, Verdict]], timeout_s: float) -> list[Scored]:
+        """Score the Jobs through the batcher; ``(scorer, Verdict)`` is an item already failed."""
+        todo = [j for j in jobs if isinstance(j, Job)]
+        metrics.batch_items.observe(len(jobs))
+        scored = iter(await batcher.score(todo, timeout_s) if todo else [])
+        out: list[Scored] = []
+        for j in jobs:
+            if isinstance(j, Job):
+                out.append(next(scored))
+            else:  # e.g. no response found in an OpenRLHF query: an item error, never a guess
+                name, verdict = j
+                out.append(Scored(Job(name, "", "", {}), verdict, 0.0, False))
+                metrics.items.labels(scorer=name, status=verdict.status).inc()
+        return out
+
+    def _done(route: str, t0: float) -> None:
+        metrics.request_seconds.labels(route=route).observe(time.perf_counter() - t0)
+        metrics.http_requests.labels(route=route, code="200").inc()
+
+    def _statuses(statuses: Iterable[str]) -> dict[str, int]:
+        counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
+        for st in statuses:
+            counts[st] += 1
+        return counts
+
+    async def score(body: ScoreRequest) -> ScoreResponse:
+        t0 = time.perf_counter()
+        timeout_s = _open(len(body.items), body.timeout_s)
+        jobs: list[Job | tuple[str, Verdict]] = []
         for i, item in enumerate(body.items):
-            if len(item.response) > settings.max_response_chars:
-                raise RequestTooLargeError(
-                    f"items[{i}].response has {len(item.response)} characters; "
-                    f"at most {settings.max_response_chars}"
-                )
-            if len(item.ground_truth) > settings.max_ground_truth_chars:
-                raise RequestTooLargeError(
-                    f"items[{i}].ground_truth has {len(item.ground_truth)} characters; "
-                    f"at most {settings.max_ground_truth_chars}"
-                )
             try:
-                name = resolve_scorer(item.scorer, item.data_source)
+                jobs.append(_job((f"items[{i}].response", f"items[{i}].ground_truth"),
+                                 item.response, item.ground_truth, item.scorer,
+                                 item.data_source, item.extra))
             except UnknownScorerError as exc:
                 raise UnknownScorerError(f"items[{i}]: {exc}") from None
-            jobs.append(Job(name, item.response, item.ground_truth, job_params(name, item.extra)))
-        metrics.batch_items.observe(n)
-        scored = await batcher.score(jobs, timeout_s)
-        results = [
-            ItemResult(
-                id=item.id,
-                score=s.verdict.score,
-                status=s.verdict.status,
-                scorer=s.job.scorer,
-                scorer_version=SCORERS[s.job.scorer].version,
-                extracted=s.verdict.extracted,
-                extracted_gold=s.verdict.extracted_gold,
-                reason=s.verdict.reason,
-                elapsed_s=s.elapsed_s,
-                cached=s.cached,
-            )
-            for item, s in zip(body.items, scored, strict=True)
-        ]
-        statuses: dict[str, int] = dict.fromkeys(STATUSES, 0)
-        for r in results:
-            statuses[r.status] += 1
-        elapsed = time.perf_counter() - t0
-        metrics.request_seconds.labels(route="score").observe(elapsed)
-        metrics.http_requests.labels(route="score", code="200").inc()
-        return ScoreResponse(results=results, count=n, statuses=statuses, elapsed_s=elapsed)
+        scored = await _run(jobs, timeout_s)
+        results = [_result(s, item.id) for item, s in zip(body.items, scored, strict=True)]
+        _done("score", t0)
+        return ScoreResponse(results=results, count=len(results),
+                             statuses=_statuses(r.status for r in results),
+                             elapsed_s=time.perf_counter() - t0)
 
     for path in ("/v1/score", "/score"):
         app.add_api_route(
@@ -256,6 +321,98 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
                 503: {"description": "Overloaded or draining; retry after Retry-After seconds"},
             },
         )
+
+    # --- framework protocols (translation in reward_service/compat.py), same path as above --
+    compat_responses: dict[int | str, dict[str, Any]] = {
+        401: {"description": "Missing or wrong bearer token"},
+        413: {"description": "Too many items, or an item or the body is too large"},
+        422: {"description": "Not the framework's protocol (lengths, labels), bad options"},
+        503: {"description": "Overloaded or draining; retry after Retry-After seconds"},
+    }
+
+    @app.post(
+        "/get_reward", dependencies=auth, response_model=GetRewardResponse,
+        summary="OpenRLHF remote reward: --remote_rm_url http://HOST:PORT/get_reward",
+        responses=compat_responses,
+    )
+    async def get_reward(
+        body: GetRewardRequest,
+        scorer: Annotated[str | None, Query(description="Scorer for every item.")] = None,
+        data_source: Annotated[str | None, Query(description="Route as verl does.")] = None,
+        timeout_s: Annotated[float | None, Query(gt=0, description="Deadline per item.")] = None,
+    ) -> GetRewardResponse:
+        """``{"query", "prompts", "labels"}`` → ``{"rewards", "scores", "extra_logs"}``.
+
+        Options go in the URL, since OpenRLHF posts only the body:
+        ``--remote_rm_url 'http://HOST:PORT/get_reward?scorer=gsm8k&timeout_s=10'``.
+        """
+        t0 = time.perf_counter()
+        timeout = _open(len(body.query), timeout_s)
+        name = resolve_scorer(scorer, data_source)  # unknown → 422
+        try:
+            extracted = openrlhf_items(body.query, body.prompts, body.labels)
+        except CompatError as exc:
+            raise _Rejected(str(exc)) from None
+        jobs: list[Job | tuple[str, Verdict]] = []
+        for i, (query, e) in enumerate(zip(body.query, extracted, strict=True)):
+            if len(query) > settings.max_response_chars:  # checked on the query as sent
+                raise RequestTooLargeError(
+                    f"query[{i}] has {len(query)} characters; at most {settings.max_response_chars}"
+                )
+            if e.response is None:
+                jobs.append((name, Verdict("error", reason=e.reason)))
+            else:
+                jobs.append(_job((f"query[{i}]", f"labels[{i}]"), e.response, e.ground_truth,
+                                 name, None, None))
+        scored = await _run(jobs, timeout)
+        results = [_result(s) for s in scored]
+        rewards = [r.score for r in results]
+        logs = {
+            "acc": [float(r.status == "correct") for r in results],
+            **{st: [float(r.status == st) for r in results]
+               for st in ("no_answer", "bad_ground_truth", "timeout", "error")},
+        }
+        _done("get_reward", t0)
+        return GetRewardResponse(rewards=rewards, scores=rewards, extra_logs=logs,
+                                 statuses=_statuses(r.status for r in results), results=results)
+
+    @app.post(
+        "/slime/reward", dependencies=auth,
+        response_model=float | SlimeRewardDetail,  # type: ignore[arg-type]
+        summary="slime remote reward: --rm-type remote_rm --rm-url http://HOST:PORT/slime/reward",
+        responses=compat_responses,
+    )
+    async def slime_reward(
+        body: SlimeRewardRequest,
+        response: Response,
+        details: Annotated[bool, Query(description="Answer a dict (with --reward-key score) "
+                                                   "instead of a bare number.")] = False,
+        scorer: Annotated[str | None, Query(description="Scorer for the item.")] = None,
+        data_source: Annotated[str | None, Query(description="Route as verl does.")] = None,
+        timeout_s: Annotated[float | None, Query(gt=0, description="Deadline.")] = None,
+    ) -> float | SlimeRewardDetail:
+        """``{"prompt", "response", "label"}`` → the reward as a bare JSON number.
+
+        slime uses the reply body as the reward, so it is ``1.0`` or ``0.0``; the status
+        is in the ``X-Reward-Status`` header. With ``?details=true`` the reply is
+        ``{"score", "acc", "pred", "status", "reason"}`` for ``--reward-key score``.
+        """
+        t0 = time.perf_counter()
+        timeout = _open(1, timeout_s)
+        name = resolve_scorer(scorer, data_source)  # unknown → 422
+        try:
+            e = slime_item(body.response, body.label)
+        except CompatError as exc:
+            raise _Rejected(str(exc)) from None
+        job = _job(("response", "label"), e.response or "", e.ground_truth, name, None, None)
+        (s,) = await _run([job], timeout)
+        response.headers["X-Reward-Status"] = s.verdict.status
+        _done("slime_reward", t0)
+        if details:
+            return SlimeRewardDetail(score=s.verdict.score, acc=s.verdict.score,
+                                     pred=s.verdict.extracted or "", status=s.verdict.status,
+                                     reason=s.verdict.reason)
+        return s.verdict.score
 
     @app.get("/healthz", summary="Liveness: the process answers")
     async def healthz() -> dict[str, str]:

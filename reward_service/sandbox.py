@@ -165,9 +165,10 @@ def _landlock() -> Layer:
     return Layer("active", f"ABI {abi}: " + ", ".join(parts))
 
 
-def _drop_uid(cfg: SandboxConfig, parent_pid: int) -> Layer:
-    if os.geteuid() != 0:
-        return Layer("unavailable", f"server not root; worker keeps uid {os.geteuid()}")
+def _drop_uid(cfg: SandboxConfig, parent_pid: int, start_uid: int) -> Layer:
+    # start_uid: the uid before any user namespace (inside one, geteuid() is the overflow uid)
+    if start_uid != 0 or os.geteuid() != 0:
+        return Layer("unavailable", f"server not root; worker keeps uid {start_uid}")
     try:
         os.setgroups([])
         os.setgid(cfg.gid)
@@ -230,10 +231,11 @@ def apply_sandbox(cfg: SandboxConfig, parent_pid: int) -> tuple[dict[str, Layer]
     if cfg.mode == "off":
         return {name: Layer("off", "sandbox disabled by settings") for name in LAYERS}, None
     report: dict[str, Layer] = {}
+    start_uid = os.geteuid()
     report["clean_env"] = _clean_env()
     report["netns"] = _netns()  # needs privilege: before the uid drop
     report["rlimits"] = _rlimits(cfg)
-    report["uid"] = _drop_uid(cfg, parent_pid)
+    report["uid"] = _drop_uid(cfg, parent_pid, start_uid)
     report["landlock"] = _landlock()
     report["seccomp"] = _seccomp()  # last: it forbids the calls the steps above make
     refusal = None

@@ -8,7 +8,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reward_service.scorers.base import Status
 
-__all__ = ["InfoResponse", "ItemResult", "ScoreItem", "ScoreRequest", "ScoreResponse"]
+__all__ = [
+    "GetRewardRequest",
+    "GetRewardResponse",
+    "InfoResponse",
+    "ItemResult",
+    "ScoreItem",
+    "ScoreRequest",
+    "ScoreResponse",
+    "SlimeRewardDetail",
+    "SlimeRewardRequest",
+]
 
 
 class ScoreItem(BaseModel):
@@ -67,3 +77,59 @@ class InfoResponse(BaseModel):
     workers: dict[str, Any]
     sandbox: dict[str, Any]
     auth: bool
+
+
+class GetRewardRequest(BaseModel):
+    """OpenRLHF's remote reward request (``openrlhf/utils/remote_rm_utils.py``).
+
+    Unknown keys (some forks add ``metadata`` or ``datasources``) are ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    query: list[str] = Field(
+        description="Prompt + response per item, decoded with special tokens kept."
+    )
+    prompts: list[str] | None = Field(
+        None, description="The templated prompt of each item; stripped from its query."
+    )
+    labels: list[Any] | None = Field(
+        None, description="Ground truth per item (OpenRLHF's --label_key column)."
+    )
+
+
+class GetRewardResponse(BaseModel):
+    """What OpenRLHF reads: ``rewards``, ``scores`` and ``extra_logs`` (numbers, one per item)."""
+
+    rewards: list[float] = Field(description="1.0 correct, else 0.0; one per query, in order.")
+    scores: list[float] = Field(description="Same as rewards (OpenRLHF's dynamic filtering).")
+    extra_logs: dict[str, list[float]] = Field(
+        description="Per-item 0/1 indicators logged by OpenRLHF: acc, no_answer, "
+        "bad_ground_truth, timeout, error (an item not scored has reward 0 and a 1 here)."
+    )
+    statuses: dict[str, int] = Field(description="How many results have each status.")
+    results: list[ItemResult] = Field(description="The full result of each item, in order.")
+
+
+class SlimeRewardRequest(BaseModel):
+    """slime's remote reward request (``slime/rollout/rm_hub/__init__.py``: ``remote_rm``).
+
+    Unknown keys are ignored; ``prompt`` is accepted in any form and not used (slime sends the
+    response separately).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    prompt: Any = Field(None, description="sample.prompt (unused).")
+    response: str = Field(description="sample.response: the generated text alone.")
+    label: Any = Field(None, description="sample.label: the ground truth (--label-key).")
+
+
+class SlimeRewardDetail(BaseModel):
+    """The reply with ``?details=true``: use with slime's ``--reward-key score``."""
+
+    score: float
+    acc: float = Field(description="1.0 when correct (slime's --eval-reward-key acc).")
+    pred: str = Field(description="The extracted answer, '' when none.")
+    status: Status
+    reason: str | None = None

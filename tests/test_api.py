@@ -28,17 +28,17 @@ def test_results_in_order_with_ids_and_statuses(client: httpx.Client) -> None:
     body = r.json()
     got = [(x["id"], x["status"], x["score"], x["scorer"]) for x in body["results"]]
     assert got == [
-        ("a", "correct", 1.0, "math_verify"),
+        ("a", "correct", 1.0, "math"),  # the default math profile
         ("b", "incorrect", 0.0, "gsm8k"),
-        ("c", "no_answer", 0.0, "math_verify"),
-        ("d", "bad_ground_truth", 0.0, "math_verify"),
+        ("c", "no_answer", 0.0, "math"),
+        ("d", "bad_ground_truth", 0.0, "math"),
         ("e", "correct", 1.0, "choice"),
         ("f", "correct", 1.0, "numeric"),
     ]
     assert body["count"] == 6
     assert body["statuses"]["correct"] == 3
     first = body["results"][0]
-    assert first["extracted"] == "\\frac{1}{2}" and first["scorer_version"].startswith("1.0")
+    assert first["extracted"] == "\\frac{1}{2}" and first["scorer_version"].startswith("2.0")
     assert first["elapsed_s"] > 0
     assert body["results"][1]["extracted"] == "17"
 
@@ -143,7 +143,8 @@ def test_health_ready_info_metrics(client: httpx.Client) -> None:
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json()["ready"] is True
     info = client.get("/v1/info").json()
-    assert {s["name"] for s in info["scorers"]} == {"math_verify", "gsm8k", "numeric", "choice"}
+    assert {s["name"] for s in info["scorers"]} == {"math", "math_verify", "gsm8k", "numeric",
+                                                     "choice"}
     assert info["limits"]["max_items"] > 0
     assert info["sandbox"]["mode"] == "strict"
     assert set(info["sandbox"]["layers"]) == {"clean_env", "rlimits", "netns", "landlock", "uid",
@@ -151,7 +152,7 @@ def test_health_ready_info_metrics(client: httpx.Client) -> None:
     assert info["workers"]["active"] == 2
     _score(client, [{"response": "\\boxed{2}", "ground_truth": "2"}])
     text = client.get("/metrics").text
-    assert 'reward_items_total{scorer="math_verify",status="correct"}' in text
+    assert 'reward_items_total{scorer="math",status="correct"}' in text
     assert 'reward_workers{state="active"} 2.0' in text
     assert client.get("/docs").status_code == 200
     assert "/v1/score" in client.get("/openapi.json").json()["paths"]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as hst
 
 from reward_service.scorers import SCORERS, UnknownScorerError, resolve_scorer
 from reward_service.scorers.impl import build_scorers
@@ -104,14 +108,16 @@ def test_boxed_gold_and_helpers() -> None:
     ("scorer", "source", "expected"),
     [
         (None, "openai/gsm8k", "gsm8k"),
-        (None, "lighteval/MATH", "math_verify"),
-        (None, "HuggingFaceH4/MATH-500", "math_verify"),
-        (None, "numina_olympiads", "math_verify"),
-        (None, "aime2024", "math_verify"),
-        (None, "some/unknown-set", "math_verify"),
-        (None, None, "math_verify"),
+        (None, "lighteval/MATH", "math"),
+        (None, "HuggingFaceH4/MATH-500", "math"),
+        (None, "numina_olympiads", "math"),
+        (None, "aime2024", "math"),
+        (None, "some/unknown-set", "math"),
+        (None, None, "math"),
         ("gsm8k", "lighteval/MATH", "gsm8k"),  # explicit scorer wins
-        ("math", None, "math_verify"),
+        ("math", None, "math"),  # the default math profile, a scorer of its own
+        ("math_verify", "lighteval/MATH", "math_verify"),  # the library exactly, on request
+        ("math-verify", None, "math_verify"),
         ("mcq", None, "choice"),
     ],
 )
@@ -125,3 +131,81 @@ def test_unknown_scorer_and_probe_names_are_refused() -> None:
     with pytest.raises(UnknownScorerError):
         resolve_scorer("__probe__:fork", None)
     assert set(SCORERS) == set(S)
+
+
+def test_default_math_profile_is_its_own_versioned_scorer() -> None:
+    from reward_service.scorers.registry import ALIASES, DEFAULT_SCORER
+
+    assert DEFAULT_SCORER == "math" and "math" in SCORERS and "math" not in ALIASES
+    assert SCORERS["math"].version != SCORERS["math_verify"].version
+    assert SCORERS["math"].version.endswith("+math-verify.0.9.0")
+
+
+def test_math_profile_says_why_it_overrides_the_library() -> None:
+    v = S["math"]("The answer is 5 or 6.", "5", {})
+    assert v.status == "incorrect" and v.extracted == "5" and v.extracted_gold == "5"
+    assert v.reason is not None and v.reason.startswith("hedged")
+    assert S["math_verify"]("The answer is 5 or 6.", "5", {}).status == "correct"
+    v = S["math"]("\\boxed{500\\%}", "5", {})
+    assert v.status == "incorrect" and v.reason is not None and v.reason.startswith("percent")
+    v = S["math"]("\\boxed{0.0000001}", "0.0000002", {})
+    assert v.status == "incorrect" and "different exact values" in (v.reason or "")
+    v = S["math"]("\\boxed{1 \\le x < 2}", "[1,2)", {})
+    assert v.status == "correct" and (v.reason or "").startswith("rescued")
+    assert S["math"]("\\boxed{\\frac{1}{2}}", "0.5", {}) == S["math_verify"]("\\boxed{\\frac{1}{2}}", "0.5", {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is $\\boxed{\\frac{1}{2}}$.",
+        "A: 26",
+        "so x = 3, i.e. \\boxed{[1, 2) \\cup \\{3\\}}",
+        "Final Answer: The final answer is $10,455$. I hope it is correct.",
+        "$5$ or $6$",
+        "no answer here",
+        "\\boxed{unclosed",
+    ],
+)
+def test_math_profile_extraction_is_the_librarys(text: str) -> None:
+    from math_verify import parse
+
+    from reward_service.scorers.math_strict import _extract
+
+    assert [str(x) for x in _extract(text)[0]] == [str(x) for x in parse(text, parsing_timeout=None)]
+
+
+def test_math_profile_handles_statuses_like_math_verify() -> None:
+    assert st("math", "I cannot solve this.", "3") == "no_answer"
+    assert st("math", "\\boxed{2}", "") == "bad_ground_truth"
+    assert st("math", "\\boxed{2}", "\\boxed{2}") == "correct"
+    assert st("math", "\\boxed{9}", "$9$") == "correct"  # one enclosing $...$ stripped
+
+
+def test_boxed_answers_helper() -> None:
+    from reward_service.scorers.math_strict import boxed_answers
+
+    text = "a \\boxed{1} b \\boxed{\\frac{1}{2}} c \\fbox{x} \\boxed{open"
+    assert [c for _, _, c in boxed_answers(text)] == ["1", "\\frac{1}{2}", "x"]
+
+
+# --- properties of the math profile ------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=hst.integers(-10**9, 10**9), b=hst.integers(-10**9, 10**9), places=hst.integers(0, 9))
+def test_math_never_rounds_two_decimals_together(a: int, b: int, places: int) -> None:
+    assume(a != b)
+    x, y = f"{Decimal(a).scaleb(-places):f}", f"{Decimal(b).scaleb(-places):f}"
+    assert st("math", f"\\boxed{{{x}}}", y) == "incorrect"
+    assert st("math", f"\\boxed{{{x}}}", x) == "correct"
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=hst.integers(-999, 999), b=hst.integers(-999, 999))
+def test_math_refuses_a_hedge_whichever_value_is_right(a: int, b: int) -> None:
+    assume(a != b)
+    for text in (f"The answer is {a} or {b}.", f"So the answer is ${a}$ or maybe ${b}$.",
+                 f"$\\boxed{{{a}}}$. Wait, no: $\\boxed{{{b}}}$."):
+        assert st("math", text, str(a)) == "incorrect", text
+        assert st("math", text, str(b)) == "incorrect", text

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reward_service.scorers.base import Verdict
+from reward_service.scorers.math_strict import MathStrictScorer
 from reward_service.scorers.math_verify_scorer import MathVerifyScorer
 from reward_service.scorers.registry import SCORERS
 from reward_service.scorers.simple import score_choice, score_gsm8k, score_numeric
@@ -16,8 +17,10 @@ ScoreFn = Callable[[str, str, Mapping[str, Any]], Verdict]
 
 
 def build_scorers() -> dict[str, ScoreFn]:
+    stock = MathVerifyScorer()
     table: dict[str, ScoreFn] = {
-        "math_verify": MathVerifyScorer(),
+        "math": MathStrictScorer(stock),  # shares the parsed-gold cache with math_verify
+        "math_verify": stock,
         "gsm8k": score_gsm8k,
         "numeric": score_numeric,
         "choice": score_choice,

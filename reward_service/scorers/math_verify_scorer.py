@@ -39,14 +39,20 @@ class _ErrorTap(logging.Handler):
             self.memory_error = True
 
 
+_TAP: _ErrorTap | None = None
+
+
 def _install_tap() -> _ErrorTap:
-    tap = _ErrorTap()
-    for name in ("math_verify", "latex2sympy2_extended"):
-        lg = logging.getLogger(name)
-        lg.handlers[:] = [tap]
-        lg.setLevel(logging.DEBUG)
-        lg.propagate = False
-    return tap
+    """The process's one tap (every scorer instance shares it, so none silences another)."""
+    global _TAP
+    if _TAP is None:
+        _TAP = _ErrorTap()
+        for name in ("math_verify", "latex2sympy2_extended"):
+            lg = logging.getLogger(name)
+            lg.handlers[:] = [_TAP]
+            lg.setLevel(logging.DEBUG)
+            lg.propagate = False
+    return _TAP
 
 
 def boxed_gold(ground_truth: str) -> str:

@@ -21,6 +21,16 @@ SCORERS: dict[str, ScorerInfo] = {
     s.name: s
     for s in (
         ScorerInfo(
+            "math",
+            f"2.0+math-verify.{MATH_VERIFY_VERSION}",
+            "The default math profile: math_verify's extraction and comparison, plus rules "
+            "where the library is wrong: refuses a response that commits to more than one "
+            "distinct final answer ('5 or 6', different \\boxed{} values), keeps exact values "
+            "exact (no 6-decimal rounding of 1e-7 vs 2e-7), reads a percent one way only "
+            "(5% matches 5, 500% does not), inequality vs interval, contradicting units. "
+            "The reason of an overridden verdict names the rule.",
+        ),
+        ScorerInfo(
             "math_verify",
             f"1.0+math-verify.{MATH_VERIFY_VERSION}",
             "math-verify verify(parse(gold), parse(response)) with the library's default "
@@ -28,9 +38,10 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "gsm8k",
-            "1.0",
+            "1.1",
             "Number after the last '#### ' or else the last number in the response "
-            "(commas and $ dropped, no character clip), compared exactly as decimals.",
+            "(commas and $ dropped, no character clip), compared exactly as decimals; "
+            "a hedge at the answer ('#### 5 or 6') is incorrect.",
         ),
         ScorerInfo(
             "numeric",
@@ -41,32 +52,33 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "choice",
-            "1.0",
+            "1.1",
             "Multiple choice: the last committed letter (\\boxed{B}, 'answer is (B)', "
-            "'Answer: B', '(B)'), among extra.choices (default A-J).",
+            "'Answer: B', '(B)'), among extra.choices (default A-J); another letter offered "
+            "with it ('(B) or (C)') is incorrect.",
             ("choices",),
         ),
     )
 }
 
-# "math" names the default math profile; today it is math-verify's exact behaviour.
-ALIASES: dict[str, str] = {"math": "math_verify", "math-verify": "math_verify", "mcq": "choice"}
-DEFAULT_SCORER = "math_verify"
+# "math" is the default math profile (math_strict.py); "math_verify" is the library exactly.
+ALIASES: dict[str, str] = {"math-verify": "math_verify", "mcq": "choice"}
+DEFAULT_SCORER = "math"
 
 # data_source → scorer, as verl's default_compute_score routes (unknown → default math).
 _EXACT_SOURCES: dict[str, str] = {
     "openai/gsm8k": "gsm8k",
     "gsm8k": "gsm8k",
-    "lighteval/MATH": "math_verify",
-    "DigitalLearningGmbH/MATH-lighteval": "math_verify",
-    "HuggingFaceH4/MATH-500": "math_verify",
-    "math_dapo": "math_verify",
-    "math": "math_verify",
+    "lighteval/MATH": "math",
+    "DigitalLearningGmbH/MATH-lighteval": "math",
+    "HuggingFaceH4/MATH-500": "math",
+    "math_dapo": "math",
+    "math": "math",
 }
 _PREFIX_SOURCES: tuple[tuple[str, str], ...] = (
-    ("numina_", "math_verify"),
-    ("aime", "math_verify"),
-    ("math_dapo", "math_verify"),
+    ("numina_", "math"),
+    ("aime", "math"),
+    ("math_dapo", "math"),
 )
 
 

@@ -1,0 +1,130 @@
+"""The reward service on Ray Serve: each replica runs ``create_app(settings)`` with its own
+worker pool, and Serve's proxy on every node routes ``/v1/score`` to the replicas.
+
+    $ serve run deploy/ray/serve_config.yaml --working-dir deploy/ray   # or RAY_ADDRESS=...
+    $ curl -s localhost:8000/v1/score -H 'content-type: application/json' -d '{"items": [...]}'
+
+or from Python, next to a trainer that already runs on the cluster::
+
+    from ray import serve
+    import reward_app
+    serve.run(reward_app.build_app({"settings": {"workers": 4}}), route_prefix="/")
+
+Each replica is one Ray actor. Its constructor builds the ``Settings`` (``REWARD_*`` variables
+of the node apply, then the ``settings`` overrides); Serve runs the FastAPI lifespan when the
+replica starts (the pool's zygote and workers start, and a replica whose strict sandbox
+refuses to start fails instead of serving) and when it stops (``pool.stop()``: workers get
+EOF, then SIGKILL, nothing left running). The replica reserves ``workers`` CPUs, so Ray places
+replicas where cores are free and a 2-core node holds one 2-worker replica.
+
+Autoscaling: ``QueueDepthPolicy`` scales on the items waiting in the replicas' pools (one RL
+step is a few requests of thousands of items, so Serve's count of ongoing requests alone
+says little), and never below what ongoing requests ask for.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+from ray.serve.config import AutoscalingContext
+
+from reward_service.app import create_app
+from reward_service.settings import Settings
+
+__all__ = ["QueueDepthPolicy", "RewardService", "build_app"]
+
+OUTSTANDING_ITEMS = "outstanding_items"  # the custom autoscaling metric, per replica
+
+
+class QueueDepthPolicy:
+    """Replicas wanted = outstanding items / ``target_items_per_replica`` (Serve custom policy).
+
+    Also at least ``ongoing requests / target_ongoing_requests`` (Serve's default rule), and
+    within ``[min_replicas, max_replicas]``. Serve applies the up/down-scale delays after.
+    """
+
+    def __init__(self, target_items_per_replica: float = 2048.0) -> None:
+        if target_items_per_replica <= 0:
+            raise ValueError("target_items_per_replica must be > 0")
+        self.target_items_per_replica = target_items_per_replica
+
+    def __call__(self, ctx: AutoscalingContext) -> tuple[int, dict[str, Any]]:
+        metrics = ctx.aggregated_metrics or {}
+        items = sum(metrics.get(OUTSTANDING_ITEMS, {}).values())
+        target_requests = getattr(ctx.config, "target_ongoing_requests", None) or 2.0
+        wanted = max(
+            math.ceil(items / self.target_items_per_replica),
+            math.ceil(ctx.total_num_requests / target_requests),
+        )
+        low, high = ctx.capacity_adjusted_min_replicas, ctx.capacity_adjusted_max_replicas
+        return max(low, min(high, wanted)), ctx.policy_state
+
+
+@serve.ingress()  # late-bound: the app is built in the replica, by __serve_build_asgi_app__
+class RewardService:
+    """One Serve replica: one FastAPI app and one worker pool."""
+
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        # The entry point of this process: REWARD_* from the node's environment, then overrides.
+        self._settings = Settings(**(settings or {}))
+        self._app: Any = None
+
+    def __serve_build_asgi_app__(self) -> Any:
+        self._app = create_app(self._settings)
+        return self._app  # Serve runs its lifespan next: the pool starts here
+
+    def check_health(self) -> None:
+        """Serve's replica health check: unhealthy when no worker is warm (Serve replaces it)."""
+        status = self._app.state.pool.status()
+        if not status.ready and not status.draining:
+            raise RuntimeError(f"no warm worker: {status}")
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        return {OUTSTANDING_ITEMS: float(self._app.state.pool.status().outstanding_items)}
+
+
+def build_app(args: dict[str, Any] | None = None) -> Application:
+    """Serve application builder (``import_path: reward_app:build_app`` with ``args``).
+
+    args: ``settings`` (``Settings`` overrides, e.g. ``{"workers": 2}``); ``num_replicas``
+    (an int for a fixed count; omitted: autoscaling); ``min_replicas`` (1), ``max_replicas``
+    (8), ``target_items_per_replica`` (512 x workers), ``target_ongoing_requests`` (4),
+    ``max_ongoing_requests`` (64); ``graceful_shutdown_timeout_s`` (``drain_s``).
+    """
+    args = dict(args or {})
+    overrides = dict(args.pop("settings", None) or {})
+    settings = Settings(**overrides)  # validate here, on the driver, before any replica starts
+    workers = settings.workers
+    options: dict[str, Any] = {
+        # A replica's workers are its CPUs; the server and zygote mostly wait on them.
+        "ray_actor_options": {"num_cpus": workers},
+        "max_ongoing_requests": args.pop("max_ongoing_requests", 64),
+        "graceful_shutdown_timeout_s": args.pop("graceful_shutdown_timeout_s", settings.drain_s),
+        "health_check_period_s": 10,
+        "health_check_timeout_s": 30,
+    }
+    num_replicas = args.pop("num_replicas", None)
+    autoscaling = {
+        "min_replicas": args.pop("min_replicas", 1),
+        "max_replicas": args.pop("max_replicas", 8),
+        "target_ongoing_requests": args.pop("target_ongoing_requests", 4),
+        "upscale_delay_s": 5,
+        "downscale_delay_s": 300,  # RL steps are bursty: keep replicas between reward phases
+        "policy": {
+            "policy_function": f"{__name__}:QueueDepthPolicy",
+            "policy_kwargs": {
+                "target_items_per_replica": args.pop("target_items_per_replica", 512 * workers),
+            },
+        },
+    }
+    if args:
+        raise ValueError(f"unknown build_app args: {sorted(args)}")
+    if num_replicas is not None:
+        options["num_replicas"] = int(num_replicas)
+    else:
+        options["autoscaling_config"] = autoscaling
+    # Pass the overrides, not the Settings object: each replica builds its own Settings.
+    return serve.deployment(RewardService, name="reward-service", **options).bind(overrides)

@@ -1,0 +1,176 @@
+"""The Ray Serve app (deploy/ray/reward_app.py): real Ray on CPU, 2 replicas, scored over HTTP.
+
+Starts a local Ray (2 CPUs, no dashboard), Serve's HTTP proxy on a free loopback port, and two
+replicas of one worker each; each replica's FastAPI lifespan starts its own pool (its own
+zygote). Everything is shut down at the end and no zygote or worker is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import ROOT, alive, free_port, wait_until
+
+ray = pytest.importorskip("ray")
+serve = pytest.importorskip("ray.serve")
+httpx = pytest.importorskip("httpx")
+
+APP_DIR = ROOT / "deploy" / "ray"
+
+ITEMS = [
+    ({"response": "so the answer is $\\boxed{\\frac{1}{2}}$.", "ground_truth": "0.5"}, "correct"),
+    ({"response": "9 * 2 = 18\n#### 18", "ground_truth": "18", "data_source": "openai/gsm8k"},
+     "correct"),
+    ({"response": "I get \\boxed{17}.", "ground_truth": "18"}, "incorrect"),
+    ({"response": "I don't know.", "ground_truth": "42"}, "no_answer"),
+    ({"response": "The answer is (B).", "ground_truth": "B", "scorer": "choice"}, "correct"),
+]
+
+
+def _processes_titled(prefix: bytes) -> set[int]:
+    """Processes whose title (``/proc/PID/cmdline``) starts with ``prefix``."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if fh.read().startswith(prefix):
+                        out.add(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+def _zygotes_under(pids: set[int]) -> list[int]:
+    """Zygote processes whose parent is one of ``pids`` (the Serve replica actors)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except OSError:
+            continue
+        if ppid in pids and b"reward_service.zygote" in cmd:
+            out.append(int(entry))
+    return out
+
+
+@pytest.fixture(scope="module")
+def reward_app() -> Iterator[object]:
+    sys.path.insert(0, str(APP_DIR))
+    try:
+        import reward_app
+    finally:
+        sys.path.remove(str(APP_DIR))
+    yield reward_app
+
+
+def test_policy_scales_on_outstanding_items(reward_app: object) -> None:
+    from ray.serve._private.common import DeploymentID, ReplicaID
+    from ray.serve.config import AutoscalingConfig, AutoscalingContext
+
+    dep = DeploymentID(name="reward-service", app_name="reward")
+    replicas = [ReplicaID(unique_id=str(i), deployment_id=dep) for i in range(2)]
+    config = AutoscalingConfig(min_replicas=1, max_replicas=8, target_ongoing_requests=4)
+
+    def ctx(items: list[float], requests: float) -> AutoscalingContext:
+        return AutoscalingContext(
+            deployment_id=dep, deployment_name=dep.name, app_name=dep.app_name,
+            current_num_replicas=2, target_num_replicas=2, running_replicas=replicas,
+            total_num_requests=requests, total_queued_requests=0.0,
+            aggregated_metrics={"outstanding_items": dict(zip(replicas, items, strict=True))},
+            raw_metrics={}, capacity_adjusted_min_replicas=1, capacity_adjusted_max_replicas=8,
+            policy_state={}, last_scale_up_time=None, last_scale_down_time=None,
+            current_time=time.time(), config=config,
+        )
+
+    policy = reward_app.QueueDepthPolicy(target_items_per_replica=1000)  # type: ignore[attr-defined]
+    assert policy(ctx([0, 0], 0))[0] == 1  # idle: down to min_replicas
+    assert policy(ctx([2500, 2400], 2))[0] == 5  # 4900 items waiting: 5 replicas
+    assert policy(ctx([100, 0], 20))[0] == 5  # many small requests: the request rule wins
+    assert policy(ctx([50_000, 50_000], 2))[0] == 8  # capped at max_replicas
+
+
+def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
+    port = free_port()
+    app_name = f"reward-test-{os.getpid()}"
+    t0 = time.monotonic()
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"working_dir": str(APP_DIR)},  # replicas import reward_app from here
+    )
+    replica_pids: set[int] = set()
+    zygotes: list[int] = []
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        app = reward_app.build_app(  # type: ignore[attr-defined]
+            {"settings": {"workers": 1, "spares": 0}, "num_replicas": 2}
+        )
+        serve.run(app, name=app_name, route_prefix="/", blocking=False)
+        base = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            try:
+                return httpx.get(base + "/readyz", timeout=2.0).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        assert wait_until(ready, timeout_s=120, interval_s=0.2), serve.status()
+        status = serve.status().applications[app_name].deployments["reward-service"]
+        assert status.replica_states.get("RUNNING") == 2, status
+        started_s = time.monotonic() - t0
+
+        with httpx.Client(base_url=base, timeout=60.0) as client:
+            for _ in range(4):  # several requests: the proxy spreads them over both replicas
+                r = client.post("/v1/score", json={"items": [item for item, _ in ITEMS]})
+                assert r.status_code == 200, r.text
+                assert [x["status"] for x in r.json()["results"]] == [s for _, s in ITEMS]
+            info = client.get("/v1/info").json()
+            assert info["workers"]["configured"] == 1
+            assert set(info["sandbox"]["layers"]) >= {"rlimits", "seccomp"}
+            # malformed input is still a 422 from the service, not a Serve error
+            assert client.post("/v1/score", json={"items": "nope"}).status_code == 422
+
+        # one pool (one zygote) per replica actor
+        replica_pids = _processes_titled(f"ray::ServeReplica:{app_name}:".encode())
+        assert len(replica_pids) == 2, replica_pids
+        zygotes = _zygotes_under(replica_pids)
+        assert len(zygotes) == 2, zygotes
+        print(f"ray serve: 2 replicas ready after {started_s:.1f}s")
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+    # replica teardown ran the lifespan shutdown: pool.stop() took the zygotes down
+    assert wait_until(lambda: not any(alive(p) for p in zygotes), timeout_s=30), zygotes
+    assert wait_until(lambda: not any(alive(p) for p in replica_pids), timeout_s=30)
+
+
+def test_build_app_rejects_unknown_args(reward_app: object) -> None:
+    with pytest.raises(ValueError, match="unknown build_app args"):
+        reward_app.build_app({"replicas": 2})  # type: ignore[attr-defined]
+    app = reward_app.build_app({"settings": {"workers": 3}})  # type: ignore[attr-defined]
+    assert app is not None
+
+
+def test_serve_config_is_valid_and_builds(reward_app: object) -> None:
+    from ray.serve.schema import ServeDeploySchema
+
+    yaml = pytest.importorskip("yaml")
+    cfg = ServeDeploySchema.model_validate(
+        yaml.safe_load((APP_DIR / "serve_config.yaml").read_text())
+    )
+    (app,) = cfg.applications
+    module, _, builder = app.import_path.partition(":")
+    assert (APP_DIR / f"{module}.py").exists() and builder == "build_app"
+    assert getattr(reward_app, builder)(app.args) is not None  # the args are ones it takes
