@@ -85,12 +85,15 @@ def train_main(argv: list[str] | None = None) -> int:
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    bar = None if args.no_progress else tqdm(total=total, desc="grpo", unit="step",
-                                             dynamic_ncols=True)
+    bars: list[Any] = []  # created at the first step: start-up time is not in the rate
 
     def progress(step: int, row: dict[str, Any]) -> None:
-        if bar is None:
+        if args.no_progress:
             return
+        if not bars:
+            bars.append(tqdm(total=total, initial=step - 1, desc="grpo", unit="step",
+                             dynamic_ncols=True))
+        bar = bars[0]
         bar.n = step
         post = {"reward": row.get("rewards/mean")}
         if row.get("eval/accuracy") is not None:
@@ -109,8 +112,8 @@ def train_main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"grpo-train: reward service not reachable: {e}\n")
         return 2
     finally:
-        if bar is not None:
-            bar.close()
+        for b in bars:
+            b.close()
         for s, h in old.items():
             signal.signal(s, h)
     sys.stdout.write(f"metrics:     {result.metrics_path}\n"

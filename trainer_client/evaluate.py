@@ -3,7 +3,7 @@
 Used by ``grpo-eval`` for the "before vs after RL" table::
 
     grpo-eval --model runs/tiny-cpu/base_model \\
-              --model runs/tiny-cpu/checkpoints/step_000200/model --config configs/tiny-cpu.yaml
+              --model runs/tiny-cpu/checkpoints/step_000250/model --config configs/tiny-cpu.yaml
 """
 
 from __future__ import annotations

@@ -200,7 +200,8 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
             ray.init(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus,
                      include_dashboard=cfg.ray.include_dashboard, log_to_driver=True,
                      configure_logging=False,
-                     runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+                     runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false",
+                                                  "HF_HUB_DISABLE_PROGRESS_BARS": "1"}})
             ray_started = True
             workers = start_ray_workers(model_path, cfg.rollout.engine, policy_settings,
                                         world_size=cfg.policy.world_size,

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
-
-if importlib.util.find_spec("reward_service.app") is None:  # pragma: no cover
-    collect_ignore_glob = ["test_e2e.py"]  # the service is not installed here
 
 
 @pytest.fixture(scope="session")
