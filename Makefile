@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench soak clean
+.PHONY: serve test lint bench soak demo clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,15 @@ soak: $(VENV)/.dev  ## reliability suite with 5-minute load phases → docs/RELI
 	SOAK_SECONDS=$${SOAK_SECONDS:-300} RELIABILITY_REPORT=bench/results/reliability.json \
 		$(BIN)/python -m pytest tests/reliability tests/test_sandbox.py tests/test_lifecycle.py
 	SOAK_SECONDS=$${SOAK_SECONDS:-300} $(BIN)/python -m tests.reliability.report bench/results/reliability.json docs/RELIABILITY.md
+
+demo: $(VENV)/.dev  ## start the reward service, train configs/tiny-cpu.yaml, stop it, show outputs
+	@set -e; port=$${DEMO_PORT:-8765}; out=$${DEMO_OUT:-runs/demo}; mkdir -p $$out; \
+	$(BIN)/python -m reward_service serve --host 127.0.0.1 --port $$port --workers 2 \
+	    > $$out/reward-service.log 2>&1 & svc=$$!; \
+	trap 'kill -TERM $$svc 2>/dev/null; wait $$svc 2>/dev/null || true' EXIT INT TERM; \
+	$(BIN)/python -m trainer_client.cli --config configs/tiny-cpu.yaml --output-dir $$out \
+	    --reward-url http://127.0.0.1:$$port; \
+	echo "reward service log: $$out/reward-service.log"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
