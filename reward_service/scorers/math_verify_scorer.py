@@ -7,6 +7,7 @@ default configs. Differences, all deliberate:
   wall-clock deadline by killing the worker, which also stops work stuck inside C;
 * the parsed gold is cached per worker (a GRPO group shares one gold);
 * sympy's ``parse_expr`` namespace is built once (``sympy_namespace.py``), not per number;
+* math-verify's two 20-entry parse memos hold 8192 entries (``parse_cache.py``);
 * a ``MemoryError`` (the worker's address-space cap) is reported as ``error`` instead of being
   swallowed into a silent ``incorrect``/``no_answer`` as the library does.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 from math_verify import parse, verify
 
-from reward_service.scorers import sympy_namespace
+from reward_service.scorers import parse_cache, sympy_namespace
 from reward_service.scorers.base import Verdict, clip
 
 __all__ = ["MathVerifyScorer", "boxed_gold"]
@@ -70,6 +71,7 @@ class MathVerifyScorer:
 
     def __init__(self, gold_cache_size: int = 4096) -> None:
         sympy_namespace.install()
+        parse_cache.install()
         self._tap = _install_tap()
         self._gold: OrderedDict[str, list[Any]] = OrderedDict()
         self._gold_cache_size = gold_cache_size
