@@ -56,7 +56,7 @@ def render(data: dict, seconds: str) -> str:
         "",
         "Also covered by the suite (pass/fail, no figures): random Unicode/LaTeX through the "
         "workers (hypothesis), random JSON bodies at the API (never a 5xx), sandbox escape "
-        "probes (`tests/test_sandbox.py`), SIGTERM under load and SIGKILL of the server "
+        "probes (`tests/test_sandbox.py`), SIGTERM during a 6000-item batch and SIGKILL of the server "
         "(`tests/test_lifecycle.py`), bearer token on every endpoint but /healthz and /readyz "
         "(`tests/test_api.py`).",
         "",
