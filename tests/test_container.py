@@ -51,6 +51,19 @@ def _podman(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)  # type: ignore[call-overload]
 
 
+def _wait_ready(base: str, name: str, timeout_s: float = 120) -> None:
+    """Poll the container's /readyz until 200; fail with its logs after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    pytest.fail("not ready: " + _podman("logs", name).stderr[-3000:])
+
+
 @pytest.fixture(scope="module")
 def built_image() -> Iterator[dict]:
     """Build + default run + smoke through image-check; yield what the smoke printed."""
@@ -99,16 +112,7 @@ def test_privileged_container_runs_the_strict_sandbox(built_image: dict) -> None
     assert run.returncode == 0, run.stderr
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
-        else:
-            pytest.fail("not ready: " + _podman("logs", name).stderr[-3000:])
+        _wait_ready(base, name)
         smoke = subprocess.run(["python3", "deploy/smoke.py", base], cwd=ROOT,
                                capture_output=True, text=True, timeout=120)
         assert smoke.returncode == 0, smoke.stderr
@@ -153,14 +157,7 @@ def test_docker_stop_drains_the_request_in_flight(built_image: dict) -> None:
             reply.update(error=repr(exc))
 
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+        _wait_ready(base, name)
         client = threading.Thread(target=score)
         client.start()
         # stop once the batch is admitted and being scored (before that it would get 503)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import ROOT, alive, free_port, wait_until
+from tests.helpers import ROOT, alive, children_of, free_port, wait_until
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
@@ -49,18 +49,14 @@ def _processes_titled(prefix: bytes) -> set[int]:
 def _zygotes_under(pids: set[int]) -> list[int]:
     """Zygote processes whose parent is one of ``pids`` (the Serve replica actors)."""
     out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read()
-        except OSError:
-            continue
-        if ppid in pids and b"reward_service.zygote" in cmd:
-            out.append(int(entry))
+    for pid in pids:
+        for child in children_of(pid):
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as fh:
+                    if b"reward_service.zygote" in fh.read():
+                        out.append(child)
+            except OSError:
+                continue
     return out
 
 
