@@ -45,8 +45,10 @@ def test_adversarial_cases_come_back_by_their_deadline() -> None:
                                               "error"}
             timeouts = sum(1 for s in statuses.values() if s == "timeout")
             assert statuses["gcd_10^n_over_7^n_n=1200000"] == "timeout"
-            # hung items cost at most their deadline on one of the 2 workers
-            assert wall < timeouts * (DEADLINE_S + 0.5) / 2 + 10, (wall, timeouts)
+            # every hostile item costs at most its deadline on one of the 2 workers (the
+            # bound of the performance issue): items that finish just under the deadline
+            # (megabyte texts, 100k-digit literals) count too, not only the timeouts
+            assert wall < len(hostile) * (DEADLINE_S + 0.5) / 2 + 10, (wall, timeouts)
 
             # a clean batch straight after runs at full speed on a whole pool
             t0 = time.perf_counter()
