@@ -15,10 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from math_verify import parse, verify
 
 from reward_service.scorers.impl import build_scorers
-from reward_service.scorers.math_verify_scorer import boxed_gold
+from tests.stock import stock_verdicts
 
 GOLDEN = Path(__file__).with_name("golden")
 CASES = [json.loads(line) for line in (GOLDEN / "cases.jsonl").open()]
@@ -80,10 +79,10 @@ def test_info_reports_the_profiles(client: httpx.Client) -> None:
 def test_math_verify_own_cases_through_the_service(client: httpx.Client) -> None:
     """Both profiles get at least as many of the library's own cases right as the library
     with default configs (measured here, in-process, on the same cases)."""
-    stock_raw = sum(
-        bool(verify(parse(c["gold"]), parse(c["pred"]))) == c["expected"] for c in MV_CASES
-    )
-    stock_boxed = [bool(verify(parse(boxed_gold(c["gold"])), parse(c["pred"]))) for c in MV_CASES]
+    pairs = [(c["gold"], c["pred"]) for c in MV_CASES]  # stock: a fresh interpreter
+    raw = stock_verdicts(pairs, box_gold=False)
+    stock_raw = sum(v == c["expected"] for v, c in zip(raw, MV_CASES, strict=True))
+    stock_boxed = stock_verdicts(pairs)
     right: dict[str, int] = {}
     for scorer in ("math_verify", "math"):
         items = [

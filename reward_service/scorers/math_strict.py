@@ -571,7 +571,7 @@ class MathStrictScorer:
         pred: list[Any],
         where: re.Match[str] | None,
     ) -> tuple[bool, str | None]:
-        ok = bool(verify(gold, pred, timeout_seconds=None))
+        ok = self._base.verify(strict_gold(ground_truth), gold, pred)
         reason: str | None = None
         g0 = gold[0] if isinstance(gold[0], sympy.Basic) else None
         p0 = pred[0] if isinstance(pred[0], sympy.Basic) else None

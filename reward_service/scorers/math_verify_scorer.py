@@ -7,7 +7,10 @@ default configs. Differences, all deliberate:
   wall-clock deadline by killing the worker, which also stops work stuck inside C;
 * the parsed gold is cached per worker (a GRPO group shares one gold);
 * sympy's ``parse_expr`` namespace is built once (``sympy_namespace.py``), not per number;
-* math-verify's two 20-entry parse memos hold 8192 entries (``parse_cache.py``);
+* math-verify's two 20-entry parse memos hold 8192 entries, and the numbers it extracts are
+  built through a memo (``parse_cache.py``);
+* ``verify`` is memoised per worker on (gold text, the exact structure of the parsed answer):
+  within a GRPO group most answers repeat, and verify is a pure function of its inputs;
 * a ``MemoryError`` (the worker's address-space cap) is reported as ``error`` instead of being
   swallowed into a silent ``incorrect``/``no_answer`` as the library does.
 """
@@ -20,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from math_verify import parse, verify
+from sympy import Basic, preorder_traversal, srepr
 
 from reward_service.scorers import parse_cache, sympy_namespace
 from reward_service.scorers.base import Verdict, clip
@@ -66,15 +70,58 @@ def _shown(parsed: list[Any]) -> str | None:
     return clip(parsed[-1]) if parsed else None
 
 
+def _answer_key(parsed: list[Any]) -> tuple[Any, ...] | None:
+    """A key equal for two parse results only if they are the same structure: ``srepr`` (which
+    names every class, value, precision and assumption) plus the classes themselves (two
+    classes may share a name, e.g. sympy's and latex2sympy2's ``FiniteSet``). ``None`` when an
+    element is neither text nor a sympy expression, or the key would be long."""
+    key: list[Any] = []
+    size = 0
+    for x in parsed:
+        if isinstance(x, str):
+            key.append(x)
+            size += len(x)
+        elif isinstance(x, Basic):
+            text = srepr(x)
+            key.append((text, tuple(type(n) for n in preorder_traversal(x))))
+            size += len(text)
+        else:
+            return None
+        if size > parse_cache.MAX_KEY_CHARS:
+            return None
+    return tuple(key)
+
+
 class MathVerifyScorer:
     name = "math_verify"
 
-    def __init__(self, gold_cache_size: int = 4096) -> None:
+    def __init__(self, gold_cache_size: int = 4096, verdict_cache_size: int = 16384) -> None:
         sympy_namespace.install()
         parse_cache.install()
         self._tap = _install_tap()
         self._gold: OrderedDict[str, list[Any]] = OrderedDict()
         self._gold_cache_size = gold_cache_size
+        self._verdicts: OrderedDict[tuple[str, tuple[Any, ...]], bool] = OrderedDict()
+        self._verdict_cache_size = verdict_cache_size
+
+    def verify(self, gold_text: str, gold: list[Any], pred: list[Any]) -> bool:
+        """``verify(gold, pred)`` with default options; ``gold`` must be ``parse(gold_text)``.
+        Memoised on (gold text, the answer's structure); a verify that ran out of memory is
+        not remembered."""
+        answer = _answer_key(pred) if len(gold_text) <= parse_cache.MAX_KEY_CHARS else None
+        if answer is None:
+            return bool(verify(gold, pred, timeout_seconds=None))
+        key = (gold_text, answer)
+        hit = self._verdicts.get(key)
+        if hit is not None:
+            self._verdicts.move_to_end(key)
+            return hit
+        ok = bool(verify(gold, pred, timeout_seconds=None))
+        if not self._tap.memory_error:
+            self._verdicts[key] = ok
+            if len(self._verdicts) > self._verdict_cache_size:
+                self._verdicts.popitem(last=False)
+        return ok
 
     def _parse_gold(self, gold: str) -> list[Any]:
         hit = self._gold.get(gold)
@@ -90,7 +137,8 @@ class MathVerifyScorer:
 
     def __call__(self, response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
         self._tap.memory_error = False
-        gold = self._parse_gold(boxed_gold(ground_truth))
+        gold_text = boxed_gold(ground_truth)
+        gold = self._parse_gold(gold_text)
         if self._tap.memory_error:
             return Verdict("error", reason="memory limit reached while parsing the ground truth")
         if not gold:
@@ -100,7 +148,7 @@ class MathVerifyScorer:
             return Verdict("error", reason="memory limit reached while parsing the response")
         if not pred:
             return Verdict("no_answer", extracted_gold=_shown(gold), reason="no answer found")
-        ok = verify(gold, pred, timeout_seconds=None)
+        ok = self.verify(gold_text, gold, pred)
         if self._tap.memory_error:
             return Verdict("error", _shown(pred), _shown(gold), "memory limit reached in verify")
         return Verdict.judge(ok, _shown(pred), _shown(gold))
