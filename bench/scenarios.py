@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import http.client
 import multiprocessing as mp
 import os
 import statistics
@@ -11,7 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
+import math_verify.parser as mv_parser
+import orjson
 from math_verify import parse, verify
+from sympy import Number
 
 from reward_service.scorers.math_verify_scorer import boxed_gold
 from tests.helpers import Service
@@ -28,7 +32,15 @@ def stock_verdict(gold: str, response: str, timeouts: bool = True) -> bool:
                        timeout_seconds=None))
 
 
+def assert_stock() -> None:
+    """The baselines must run math-verify as shipped: nothing in this process may have
+    installed the workers' memos (``reward_service.scorers.parse_cache``)."""
+    assert mv_parser.parse_latex_cached.cache_info().maxsize == 20, "math-verify is patched"
+    assert mv_parser.Number is Number, "math-verify is patched"
+
+
 def in_process(rows: Sequence[Row], timeouts: bool) -> dict[str, Any]:
+    assert_stock()
     t0 = time.perf_counter()
     verdicts = [stock_verdict(r["gold"], r["response"], timeouts) for r in rows]
     wall = time.perf_counter() - t0
@@ -81,28 +93,42 @@ def service_throughput(
 
 
 def latency(svc: Service, rows: Sequence[Row], n: int) -> dict[str, Any]:
-    """Single-item requests one after another: HTTP vs the same items in-process."""
+    """Single-item requests one after another, each followed by the same item in-process, so
+    both see the same machine state. HTTP is timed with two clients: the standard library's
+    keep-alive ``http.client`` (the service's own overhead) and httpx (what our client uses;
+    its pure-Python HTTP stack adds its own CPU per request)."""
     items = _items(rows[:n])
-    http_ms, local_ms = [], []
+    host, port = svc.url.split("//", 1)[1].rsplit(":", 1)
+    raw = http.client.HTTPConnection(host, int(port), timeout=60)
+    headers = {"content-type": "application/json"}
+    times: dict[str, list[float]] = {"http": [], "httpx": [], "in_process": []}
     with httpx.Client(base_url=svc.url, timeout=60) as c:
-        c.post("/v1/score", json={"items": items[:1]})
-        for it in items:
+        c.post("/v1/score", json={"items": items[:1]}).raise_for_status()
+        for r, it in zip(rows[:n], items, strict=True):
+            body = orjson.dumps({"items": [it]})
             t0 = time.perf_counter()
-            c.post("/v1/score", json={"items": [it]}).raise_for_status()
-            http_ms.append((time.perf_counter() - t0) * 1000)
-    for r in rows[:n]:
-        t0 = time.perf_counter()
-        stock_verdict(r["gold"], r["response"], timeouts=False)
-        local_ms.append((time.perf_counter() - t0) * 1000)
+            raw.request("POST", "/v1/score", body=body, headers=headers)
+            resp = raw.getresponse()
+            payload = resp.read()
+            times["http"].append((time.perf_counter() - t0) * 1000)
+            assert resp.status == 200, payload[:300]
+            t0 = time.perf_counter()
+            c.post("/v1/score", content=body, headers=headers).raise_for_status()
+            times["httpx"].append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            stock_verdict(r["gold"], r["response"], timeouts=False)
+            times["in_process"].append((time.perf_counter() - t0) * 1000)
+    raw.close()
 
-    def pct(xs: list[float], q: float) -> float:
-        return statistics.quantiles(xs, n=100)[int(q) - 1]
+    def pct(xs: list[float], q: int) -> float:
+        return statistics.quantiles(xs, n=100)[q - 1]
 
-    return {
-        "http_p50_ms": pct(http_ms, 50), "http_p99_ms": pct(http_ms, 99),
-        "in_process_p50_ms": pct(local_ms, 50), "in_process_p99_ms": pct(local_ms, 99),
-        "overhead_p50_ms": pct(http_ms, 50) - pct(local_ms, 50),
-    }
+    out: dict[str, Any] = {}
+    for name, xs in times.items():
+        out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = pct(xs, 50), pct(xs, 99)
+    out["overhead_p50_ms"] = out["http_p50_ms"] - out["in_process_p50_ms"]
+    out["httpx_overhead_p50_ms"] = out["httpx_p50_ms"] - out["in_process_p50_ms"]
+    return out
 
 
 def worker_rss_mb(svc: Service) -> list[float]:

@@ -27,6 +27,7 @@ from reward_service.compat import CompatError, openrlhf_items, slime_item
 from reward_service.errors import DrainingError, OverloadedError, RequestTooLargeError
 from reward_service.metrics import Metrics
 from reward_service.pool import WorkerPool
+from reward_service.routing import LeanJSONRoute
 from reward_service.schemas import (
     GetRewardRequest,
     GetRewardResponse,
@@ -311,8 +312,9 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
                              elapsed_s=time.perf_counter() - t0)
 
     for path in ("/v1/score", "/score"):
-        app.add_api_route(
+        app.router.add_api_route(
             path, score, methods=["POST"], response_model=ScoreResponse, dependencies=auth,
+            route_class_override=LeanJSONRoute,  # the hot path: see reward_service/routing.py
             summary="Score a batch of responses against ground truths",
             responses={
                 401: {"description": "Missing or wrong bearer token"},

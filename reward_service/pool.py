@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 WorkerState = Literal["starting", "spare", "active", "retiring", "stopping", "dead"]
 _TICK_S = 0.02
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_RSS_CHECK_S = 1.0  # how often a busy worker's RSS is read (for REWARD_RECYCLE_RSS_MB)
+_READ_BYTES = 1 << 16  # per read from a worker: one small heap buffer, not a 1 MiB mmap
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(reward_service.__file__)))
 
 
@@ -128,6 +130,7 @@ class _Worker:
     since: float = 0.0
     stop_deadline: float = 0.0
     items_done: int = 0
+    rss_checked_at: float = 0.0
     decoder: protocol.FrameDecoder = field(default_factory=protocol.FrameDecoder)
     wbuf: bytearray = field(default_factory=bytearray)
     writer_on: bool = False
@@ -497,7 +500,7 @@ class WorkerPool:
     # ------------------------------------------------------------------ I/O
     def _on_readable(self, w: _Worker) -> None:
         try:
-            data = os.read(w.from_fd, 1 << 20)
+            data = os.read(w.from_fd, _READ_BYTES)
         except BlockingIOError:
             return
         except OSError:
@@ -554,11 +557,13 @@ class WorkerPool:
 
     def _after_chunk(self, w: _Worker) -> None:
         if w.state == "active":
-            rss_mb = self._rss_mb(w.pid) if w.pid is not None else 0.0
             if w.items_done >= self._s.recycle_after_items:
                 self._retire(w, "recycle_items")
-            elif rss_mb > self._s.recycle_rss_mb:
-                self._retire(w, "recycle_rss")
+            elif w.pid is not None and w.since - w.rss_checked_at >= _RSS_CHECK_S:
+                # /proc read: at most once a second per worker, not after every chunk
+                w.rss_checked_at = w.since
+                if self._rss_mb(w.pid) > self._s.recycle_rss_mb:
+                    self._retire(w, "recycle_rss")
         if w.state == "retiring" and not w.inflight:
             self._close_to(w)
             w.state = "stopping"
