@@ -8,7 +8,7 @@ share a ground truth are sent next to each other, so a worker parses each gold o
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,15 +97,21 @@ class Batcher:
         outcomes: list[Outcome] = await self._pool.submit(tasks) if tasks else []
 
         scored: dict[bytes, Scored] = {}
+        timers: dict[str, Any] = {}  # one labelled child per scorer, not a lookup per item
         for i, outcome in zip(order, outcomes, strict=True):
             s = Scored(jobs[i], outcome.verdict, outcome.elapsed_s, False)
             scored[keys[i]] = s
-            self._metrics.item_seconds.labels(scorer=jobs[i].scorer).observe(outcome.elapsed_s)
+            timer = timers.get(s.job.scorer)
+            if timer is None:
+                timer = timers[s.job.scorer] = self._metrics.item_seconds.labels(
+                    scorer=s.job.scorer)
+            timer.observe(outcome.elapsed_s)
             if self._cache_items and outcome.verdict.status in _CACHEABLE:
                 self._cache[keys[i]] = outcome.verdict
                 if len(self._cache) > self._cache_items:
                     self._cache.popitem(last=False)
         results = [s if s is not None else scored[keys[i]] for i, s in enumerate(out)]
-        for s in results:
-            self._metrics.items.labels(scorer=s.job.scorer, status=s.verdict.status).inc()
+        counts = Counter((s.job.scorer, s.verdict.status) for s in results)
+        for (scorer, status), n in counts.items():
+            self._metrics.items.labels(scorer=scorer, status=status).inc(n)
         return results

@@ -47,20 +47,23 @@ class FrameDecoder:
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[Any]:
-        self._buf += data
+        buf = self._buf
+        buf += data
         out = []
-        while len(self._buf) >= _HEADER.size:
-            (size,) = _HEADER.unpack_from(self._buf)
+        pos, have = 0, len(buf)
+        while have - pos >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(buf, pos)
             if size > MAX_FRAME:
                 raise ProtocolError(f"frame of {size} bytes")
-            end = _HEADER.size + size
-            if len(self._buf) < end:
+            end = pos + _HEADER.size + size
+            if have < end:
                 break
             try:
-                out.append(orjson.loads(memoryview(self._buf)[_HEADER.size : end]))
+                out.append(orjson.loads(memoryview(buf)[pos + _HEADER.size : end]))
             except orjson.JSONDecodeError as exc:
                 raise ProtocolError(str(exc)) from exc
-            del self._buf[:end]
+            pos = end
+        del buf[:pos]  # once per read, not once per frame
         return out
 
 

@@ -1,0 +1,37 @@
+"""The supervisor's frame decoder: any split of the byte stream gives the same messages."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reward_service import protocol
+
+_MESSAGES = st.lists(
+    st.dictionaries(st.text(max_size=5), st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=50)),
+                    max_size=4),
+    max_size=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages=_MESSAGES, cuts=st.lists(st.integers(min_value=0), max_size=30))
+def test_any_split_decodes_every_frame_once(messages: list[dict], cuts: list[int]) -> None:
+    data = b"".join(protocol.encode(m) for m in messages)
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    decoder = protocol.FrameDecoder()
+    out = []
+    for a, b in pairwise(points):
+        out += decoder.feed(data[a:b])
+    assert out == messages
+    assert decoder.feed(b"") == []
+
+
+def test_oversized_and_malformed_frames_are_protocol_errors() -> None:
+    with pytest.raises(protocol.ProtocolError):
+        protocol.FrameDecoder().feed(protocol._HEADER.pack(protocol.MAX_FRAME + 1))
+    with pytest.raises(protocol.ProtocolError):
+        protocol.FrameDecoder().feed(protocol._HEADER.pack(3) + b"{x}")
