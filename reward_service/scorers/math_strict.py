@@ -117,12 +117,15 @@ from math_verify.grader import (
 )
 from math_verify.parser import extract_match, get_extraction_regexes
 
+from reward_service.scorers import regex_prefilter
 from reward_service.scorers.base import Verdict, clip
 from reward_service.scorers.math_verify_scorer import MathVerifyScorer, boxed_gold
 
 __all__ = ["MathStrictScorer", "boxed_answers", "strict_gold"]
 
-_TARGETS = get_extraction_regexes([LatexExtractionConfig(), ExprExtractionConfig()])
+_TARGETS = regex_prefilter.wrap(
+    get_extraction_regexes([LatexExtractionConfig(), ExprExtractionConfig()])
+)
 
 
 # --- extraction: the library's parse(), also returning where the answer was found ----------

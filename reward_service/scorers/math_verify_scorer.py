@@ -9,6 +9,8 @@ default configs. Differences, all deliberate:
 * sympy's ``parse_expr`` namespace is built once (``sympy_namespace.py``), not per number;
 * math-verify's two 20-entry parse memos hold 8192 entries, and the numbers it extracts are
   built through a memo (``parse_cache.py``);
+* an extraction regex is not run on a text that lacks a string all its matches contain
+  (``regex_prefilter.py``);
 * ``verify`` is memoised per worker on (gold text, the exact structure of the parsed answer):
   within a GRPO group most answers repeat, and verify is a pure function of its inputs;
 * a ``MemoryError`` (the worker's address-space cap) is reported as ``error`` instead of being
@@ -25,7 +27,7 @@ from typing import Any
 from math_verify import parse, verify
 from sympy import Basic, preorder_traversal, srepr
 
-from reward_service.scorers import parse_cache, sympy_namespace
+from reward_service.scorers import parse_cache, regex_prefilter, sympy_namespace
 from reward_service.scorers.base import Verdict, clip
 
 __all__ = ["MathVerifyScorer", "boxed_gold"]
@@ -98,6 +100,7 @@ class MathVerifyScorer:
     def __init__(self, gold_cache_size: int = 4096, verdict_cache_size: int = 16384) -> None:
         sympy_namespace.install()
         parse_cache.install()
+        regex_prefilter.install()
         self._tap = _install_tap()
         self._gold: OrderedDict[str, list[Any]] = OrderedDict()
         self._gold_cache_size = gold_cache_size
