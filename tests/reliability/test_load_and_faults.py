@@ -138,6 +138,7 @@ SETTLED_S = 1.0
 EXIT_BOUND_S = 30.0
 
 
+@pytest.mark.timeout(SECONDS + 240)  # the load phase, then a drain and an exit bounded below
 def test_sigterm_under_load_drains_in_flight_requests_and_stops_clean(record: dict) -> None:
     svc = Service(REWARD_LOG_LEVEL="info").start()  # drain_s: the default 30 s
     try:
