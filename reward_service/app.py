@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -420,13 +420,30 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="Readiness: workers are warm and the service is not draining")
+    readiness = {"type": "object", "required": ["ready", "active_workers", "draining"],
+                 "properties": {"ready": {"type": "boolean"},
+                                "active_workers": {"type": "integer"},
+                                "draining": {"type": "boolean"}}}
+
+    @app.get(
+        "/readyz", summary="Readiness: workers are warm and the service is not draining",
+        responses={
+            200: {"description": "Ready",
+                  "content": {"application/json": {"schema": readiness}}},
+            503: {"description": "Starting, no active worker, or draining",
+                  "content": {"application/json": {"schema": readiness}}},
+        },
+    )
     async def readyz() -> Response:
         st = pool.status()
         body = {"ready": st.ready, "active_workers": st.active, "draining": st.draining}
         return JSONResponse(body, status_code=200 if st.ready else 503)
 
-    @app.get("/metrics", dependencies=auth, summary="Prometheus metrics")
+    @app.get(
+        "/metrics", dependencies=auth, summary="Prometheus metrics",
+        response_class=PlainTextResponse,  # documents text/plain: the exposition format
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     async def metrics_endpoint() -> Response:
         st = pool.status()
         for state in ("active", "spare", "starting", "retiring"):

@@ -44,8 +44,10 @@ class ScoreRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[ScoreItem] = Field(description="Items to score; results come back in order.")
+    # strict: a JSON number (integer or not); lax mode would take true as 1.0 and "5" as 5.0
     timeout_s: float | None = Field(
-        None, gt=0, description="Deadline per item, from the moment a worker starts it."
+        None, gt=0, strict=True,
+        description="Deadline per item, from the moment a worker starts it.",
     )
 
 

@@ -97,6 +97,33 @@ def test_unknown_scorer_negative_and_huge_timeout(client: httpx.Client) -> None:
     assert r.status_code == 422 and "timeout_s" in r.text
 
 
+@pytest.mark.parametrize("timeout_s", [True, False, "1.5", "5", [1], {"s": 1}],
+                         ids=["true", "false", "string", "digit-string", "list", "object"])
+def test_timeout_s_must_be_a_json_number(client: httpx.Client, timeout_s: object) -> None:
+    # found by the schema fuzzer (tests/reliability/test_schema_fuzz.py): pydantic's lax mode
+    # read `true` as 1.0 and "1.5" as 1.5, accepting a body the schema (a number) calls invalid
+    r = _score(client, [{"response": "1", "ground_truth": "1"}], timeout_s=timeout_s)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "timeout_s"]
+
+
+def test_timeout_s_integer_or_float(client: httpx.Client) -> None:
+    for timeout_s in (2, 2.5):
+        r = _score(client, [{"response": "\\boxed{1}", "ground_truth": "1"}], timeout_s=timeout_s)
+        assert r.status_code == 200, r.text
+        assert r.json()["results"][0]["status"] == "correct"
+
+
+def test_openapi_documents_what_metrics_and_readyz_answer(client: httpx.Client) -> None:
+    # found by the schema fuzzer: /metrics was documented as application/json
+    paths = client.get("/openapi.json").json()["paths"]
+    assert set(paths["/metrics"]["get"]["responses"]["200"]["content"]) == {"text/plain"}
+    assert client.get("/metrics").headers["content-type"].startswith("text/plain")
+    ready = paths["/readyz"]["get"]["responses"]
+    assert {"200", "503"} <= set(ready)
+    assert set(ready["503"]["content"]) == {"application/json"}
+
+
 def test_empty_batch_and_empty_strings(client: httpx.Client) -> None:
     r = _score(client, [])
     assert r.status_code == 200 and r.json()["results"] == []
