@@ -15,14 +15,17 @@ What the client guarantees:
 - Large batches are split into ``chunk_size`` chunks sent concurrently (at most
   ``max_concurrency`` in flight); results are put back in order.
 - Retries, with jittered exponential backoff, happen *only* on connect errors (refused,
-  connect timeout, pool timeout) and on 502/503, whose ``Retry-After`` is honoured. With
+  connect timeout, pool timeout), on a connection the server closed without a complete
+  reply (``RemoteProtocolError``: typically an idle keep-alive connection closed by a
+  draining server just as the request went out, which the server never read; scoring is
+  idempotent, so resending is safe) and on 502/503, whose ``Retry-After`` is honoured. With
   several URLs a failing URL is failed over to the next one at once; the backoff sleep
   happens after every URL of a round failed. A chunk gives up after
   ``retry.max_attempts`` attempts or ``retry.deadline_s`` seconds, whichever comes first,
   with :class:`~trainer_client.errors.RewardServiceUnavailable`.
-- A request that was sent but whose reply never came (read timeout, connection dropped
-  mid-reply) is *not* resent: the service may be working on it. It raises
-  ``RewardServiceUnavailable`` at once; the caller (the trainer) decides when to try again.
+- A request whose reply did not come in time (read or write timeout) is *not* resent: the
+  service may still be working on it. It raises ``RewardServiceUnavailable`` at once; the
+  caller (the trainer) decides when to try again.
 - 4xx raise :class:`~trainer_client.errors.RewardRequestError` subclasses, never retried.
 - Every network wait is bounded by :class:`Timeout`; sleeps between retries end early when
   the ``stop_event`` given to the client is set.
@@ -77,7 +80,7 @@ AVAILABLE_STATUSES: frozenset[str] = frozenset({"correct", "incorrect", "no_answ
 
 _RETRY_STATUS = frozenset({502, 503})
 _RETRY_EXC: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.ConnectTimeout,
-                                           httpx.PoolTimeout)
+                                           httpx.PoolTimeout, httpx.RemoteProtocolError)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -68,6 +68,9 @@ class Handler(BaseHTTPRequestHandler):
         srv.log.append(("POST", self.path, body, dict(self.headers)))
         if srv.script:
             out = srv.script.pop(0)(self, body)
+            if out == "drop":  # close the connection without a reply
+                self.close_connection = True
+                return
             if out is not None:
                 self._reply(*out)
                 return
@@ -159,6 +162,34 @@ def test_502_retried_then_gives_up(server):
         c.score(items(1))
     assert ei.value.attempts == FAST.max_attempts
     assert len(server.log) == FAST.max_attempts
+
+
+def test_connection_closed_without_reply_is_resent(server):
+    # what a draining server does to a request on an idle keep-alive connection
+    server.script = [lambda h, b: "drop"]
+    with RewardClient(settings(url_of(server))) as c:
+        res = c.score(items(3))
+    assert [r.status for r in res] == ["incorrect", "correct", "incorrect"]
+    assert len([e for e in server.log if e[0] == "POST"]) == 2
+
+
+def test_async_connection_closed_without_reply_is_resent(server):
+    server.script = [lambda h, b: "drop"]
+
+    async def run() -> list:
+        async with AsyncRewardClient(settings(url_of(server))) as c:
+            return await c.score(items(3))
+
+    assert len(asyncio.run(run())) == 3
+    assert len([e for e in server.log if e[0] == "POST"]) == 2
+
+
+def test_reply_timeout_is_not_resent(server):
+    server.delay_s = 1.5  # longer than the client's read timeout below
+    s = settings(url_of(server), timeout=Timeout(connect=2, read=0.5, write=5, pool=5))
+    with RewardClient(s) as c, pytest.raises(RewardServiceUnavailable):
+        c.score(items(1))
+    assert len([e for e in server.log if e[0] == "POST"]) == 1
 
 
 def test_failover_to_second_url(server):
