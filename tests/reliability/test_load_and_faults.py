@@ -24,6 +24,9 @@ from tests.reliability.load import (
 )
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", "8"))
+# each test runs one or two load phases of SECONDS: the suite's 300 s default is too short
+# for `make soak` (300 s phases)
+pytestmark = pytest.mark.timeout(int(2 * SECONDS) + 240)
 CLIENTS = 32
 
 
