@@ -119,6 +119,11 @@ def latency(svc: Service, rows: Sequence[Row], n: int) -> dict[str, Any]:
             stock_verdict(r["gold"], r["response"], timeouts=False)
             times["in_process"].append((time.perf_counter() - t0) * 1000)
     raw.close()
+    alone = []
+    for r in rows[:n]:
+        t0 = time.perf_counter()
+        stock_verdict(r["gold"], r["response"], timeouts=False)
+        alone.append((time.perf_counter() - t0) * 1000)
 
     def pct(xs: list[float], q: int) -> float:
         return statistics.quantiles(xs, n=100)[q - 1]
@@ -126,6 +131,7 @@ def latency(svc: Service, rows: Sequence[Row], n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, xs in times.items():
         out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = pct(xs, 50), pct(xs, 99)
+    out["in_process_alone_p50_ms"] = pct(alone, 50)
     out["overhead_p50_ms"] = out["http_p50_ms"] - out["in_process_p50_ms"]
     out["httpx_overhead_p50_ms"] = out["httpx_p50_ms"] - out["in_process_p50_ms"]
     return out

@@ -34,3 +34,21 @@ def test_verdicts_identical_to_in_process_math_verify(client: httpx.Client) -> N
     assert mismatches == []
     # the corpus is a real mix, not all one verdict
     assert 0.2 < sum(stock) / len(stock) < 0.9
+
+
+def test_verdicts_identical_on_olympiad_latex(client: httpx.Client) -> None:
+    """OlympiadBench reference solutions against their final answers: harder LaTeX than the
+    corpus (matrices, intervals, expressions with parameters) through the same shortcuts."""
+    rows = read_jsonl("qwen25math_olympiadbench_test.jsonl")
+    pairs = [(r["final_answer"][0].strip("$"), r["solution"][0]) for r in rows]
+    stock = stock_verdicts(pairs)
+    items = [{"response": pred, "ground_truth": gold, "scorer": "math_verify"}
+             for gold, pred in pairs]
+    r = client.post("/v1/score", json={"items": items, "timeout_s": 30})
+    assert r.status_code == 200, r.text[:500]
+    results = r.json()["results"]
+    assert not [x for x in results if x["status"] in ("timeout", "error")]
+    mismatches = [(i, pairs[i][0], stock[i], x["status"]) for i, x in enumerate(results)
+                  if (x["status"] == "correct") != stock[i]]
+    assert mismatches == []
+    assert 0.2 < sum(stock) / len(stock) < 0.95

@@ -82,6 +82,13 @@ def test_answer_key_tells_apart_what_verify_could() -> None:
     assert _answer_key([Integer(2), "2"]) == _answer_key([Integer(2), "2"])
     assert _answer_key([sympy.Matrix([[1]]), "m"]) is None  # not a Basic: never memoised
     assert _answer_key(["9" * (parse_cache.MAX_KEY_CHARS + 1)]) is None
+    # no printing or evaluation: a matrix expression (srepr of it raised) gets a key
+    a, b = sympy.MatrixSymbol("A", 2, 2), sympy.MatrixSymbol("B", 2, 2)
+    assert _answer_key([a * b + a, "AB+A"]) == _answer_key([a * b + a, "AB+A"])
+    deep = x
+    for _ in range(3000):
+        deep = sympy.Pow(deep, 2, evaluate=False)
+    assert _answer_key([deep, "deep"]) is None  # too many nodes: verified every time
 
 
 def test_verify_memo_returns_the_first_answer_and_counts_hits() -> None:

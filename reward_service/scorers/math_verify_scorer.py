@@ -11,8 +11,9 @@ default configs. Differences, all deliberate:
   built through a memo (``parse_cache.py``);
 * an extraction regex is not run on a text that lacks a string all its matches contain
   (``regex_prefilter.py``);
-* ``verify`` is memoised per worker on (gold text, the exact structure of the parsed answer):
-  within a GRPO group most answers repeat, and verify is a pure function of its inputs;
+* ``verify`` is memoised per worker on (gold text, the parsed answer's structure as sympy
+  compares it, class by class): within a GRPO group most answers repeat, and verify is a
+  pure function of its inputs;
 * a ``MemoryError`` (the worker's address-space cap) is reported as ``error`` instead of being
   swallowed into a silent ``incorrect``/``no_answer`` as the library does.
 """
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from math_verify import parse, verify
-from sympy import Basic, preorder_traversal, srepr
+from sympy import Basic
 
 from reward_service.scorers import parse_cache, regex_prefilter, sympy_namespace
 from reward_service.scorers.base import Verdict, clip
@@ -72,26 +73,48 @@ def _shown(parsed: list[Any]) -> str | None:
     return clip(parsed[-1]) if parsed else None
 
 
+_MAX_NODES = 2000
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _structure(x: Basic, budget: list[int]) -> tuple[Any, ...]:
+    """``x`` as sympy compares it (``__eq__`` and the cache use ``_hashable_content``: the args,
+    a number's value and precision, a symbol's name and assumptions), with the class of every
+    node. No printing and no evaluation, so it cannot raise or run long on odd expressions."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _TooLarge
+    return (type(x), tuple(_structure(a, budget) if isinstance(a, Basic) else a
+                           for a in x._hashable_content()))
+
+
 def _answer_key(parsed: list[Any]) -> tuple[Any, ...] | None:
-    """A key equal for two parse results only if they are the same structure: ``srepr`` (which
-    names every class, value, precision and assumption) plus the classes themselves (two
-    classes may share a name, e.g. sympy's and latex2sympy2's ``FiniteSet``). ``None`` when an
-    element is neither text nor a sympy expression, or the key would be long."""
+    """A key equal for two parse results only if they are the same structure, class by class
+    (two classes may share a name, e.g. sympy's and latex2sympy2's ``FiniteSet``). ``None``
+    when an element is neither text nor a sympy expression, or the key would be large or
+    unhashable: such answers are verified every time."""
     key: list[Any] = []
+    budget = [_MAX_NODES]
     size = 0
-    for x in parsed:
-        if isinstance(x, str):
-            key.append(x)
-            size += len(x)
-        elif isinstance(x, Basic):
-            text = srepr(x)
-            key.append((text, tuple(type(n) for n in preorder_traversal(x))))
-            size += len(text)
-        else:
-            return None
+    try:
+        for x in parsed:
+            if isinstance(x, str):
+                key.append(x)
+                size += len(x)
+            elif isinstance(x, Basic):
+                key.append(_structure(x, budget))
+            else:
+                return None
         if size > parse_cache.MAX_KEY_CHARS:
             return None
-    return tuple(key)
+        out = tuple(key)
+        hash(out)
+    except (_TooLarge, TypeError, RecursionError):
+        return None
+    return out
 
 
 class MathVerifyScorer:
