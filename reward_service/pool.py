@@ -143,6 +143,20 @@ class _Worker:
         return chunk.items[chunk.done]
 
 
+def chunk_sizes(n: int, cap: int, workers: int) -> list[int]:
+    """Chunk sizes for a request of ``n`` items: at most ``cap``, shrinking towards the end
+    (each chunk at most a quarter of the rest per worker pair), so the request's last items
+    are spread over every worker instead of one worker finishing a full chunk, with another
+    queued behind it, while the others idle. Sums to ``n``."""
+    sizes: list[int] = []
+    left = n
+    while left > 0:
+        size = max(1, min(cap, math.ceil(left / (2 * workers))))
+        sizes.append(size)
+        left -= size
+    return sizes
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -301,9 +315,10 @@ class WorkerPool:
         self._outstanding += len(pendings)
         for p in pendings:
             p.future.add_done_callback(self._on_done)
-        size = max(1, min(self._s.chunk_size, math.ceil(len(pendings) / self._s.workers)))
-        for i in range(0, len(pendings), size):
+        i = 0
+        for size in chunk_sizes(len(pendings), self._s.chunk_size, self._s.workers):
             self._queue.append(_Chunk(pendings[i : i + size]))
+            i += size
         self._pump()
         try:
             return list(await asyncio.gather(*(p.future for p in pendings)))
