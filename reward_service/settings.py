@@ -33,7 +33,10 @@ class Settings(BaseSettings):
         default_factory=lambda: os.cpu_count() or 1, ge=1, le=256, description="Active workers."
     )
     spares: int = Field(1, ge=0, le=64, description="Warm idle workers that replace a killed one.")
-    chunk_size: int = Field(32, ge=1, le=1024, description="Items per IPC message to a worker.")
+    chunk_size: int = Field(
+        32, ge=1, le=1024,
+        description="Most items per IPC message to a worker (a request's last chunks are smaller).",
+    )
     chunks_in_flight: int = Field(2, ge=1, le=8, description="Chunks queued on one worker.")
     max_queue_items: int = Field(
         65536, ge=1, description="Items waiting for a worker before new requests get 503."
