@@ -44,7 +44,8 @@ def render(data: dict, seconds: str) -> str:
         b, a = load["before"], load["after"]
         lines += ["", f"Server process before → after the load phase: RSS {b['rss_mb']:.1f} → "
                       f"{a['rss_mb']:.1f} MB, open files {b['fds']} → {a['fds']}, threads "
-                      f"{b['threads']} → {a['threads']}."]
+                      f"{b['threads']} → {a['threads']} (verdict LRU capped at 2,000 items in this "
+                      "test, so it is full before the measured phase: growth would be a leak)."]
     kills = t.get("test_random_worker_kills_under_load_fail_only_held_items", {})
     if kills:
         lines.append(f"Workers SIGKILLed during load: {kills['workers_killed']}; items failed: "
