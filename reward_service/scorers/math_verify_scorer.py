@@ -117,6 +117,25 @@ def _answer_key(parsed: list[Any]) -> tuple[Any, ...] | None:
     return out
 
 
+class _LRU(OrderedDict[Any, Any]):
+    """A bounded memo: ``get`` refreshes an entry, ``put`` evicts the oldest past ``size``."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        hit = super().get(key, default)
+        if hit is not default:
+            self.move_to_end(key)
+        return hit
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
+        if len(self) > self.size:
+            self.popitem(last=False)
+
+
 class MathVerifyScorer:
     name = "math_verify"
 
@@ -125,10 +144,8 @@ class MathVerifyScorer:
         parse_cache.install()
         regex_prefilter.install()
         self._tap = _install_tap()
-        self._gold: OrderedDict[str, list[Any]] = OrderedDict()
-        self._gold_cache_size = gold_cache_size
-        self._verdicts: OrderedDict[tuple[str, tuple[Any, ...]], bool] = OrderedDict()
-        self._verdict_cache_size = verdict_cache_size
+        self._gold = _LRU(gold_cache_size)  # gold text → parse(gold text)
+        self._verdicts = _LRU(verdict_cache_size)  # (gold text, answer key) → verify's result
 
     def verify(self, gold_text: str, gold: list[Any], pred: list[Any]) -> bool:
         """``verify(gold, pred)`` with default options; ``gold`` must be ``parse(gold_text)``.
@@ -140,25 +157,19 @@ class MathVerifyScorer:
         key = (gold_text, answer)
         hit = self._verdicts.get(key)
         if hit is not None:
-            self._verdicts.move_to_end(key)
-            return hit
+            return bool(hit)
         ok = bool(verify(gold, pred, timeout_seconds=None))
         if not self._tap.memory_error:
-            self._verdicts[key] = ok
-            if len(self._verdicts) > self._verdict_cache_size:
-                self._verdicts.popitem(last=False)
+            self._verdicts.put(key, ok)
         return ok
 
     def _parse_gold(self, gold: str) -> list[Any]:
-        hit = self._gold.get(gold)
+        hit: list[Any] | None = self._gold.get(gold)
         if hit is not None:
-            self._gold.move_to_end(gold)
             return hit
         parsed = parse(gold, parsing_timeout=None)  # type: ignore[arg-type]
         if not self._tap.memory_error:
-            self._gold[gold] = parsed
-            if len(self._gold) > self._gold_cache_size:
-                self._gold.popitem(last=False)
+            self._gold.put(gold, parsed)
         return parsed
 
     def __call__(self, response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
