@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import asdict
 from typing import Annotated, Any
 
+import orjson
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -32,7 +33,6 @@ from reward_service.schemas import (
     GetRewardRequest,
     GetRewardResponse,
     InfoResponse,
-    ItemResult,
     ScoreRequest,
     ScoreResponse,
     SlimeRewardDetail,
@@ -127,6 +127,26 @@ def _log_sandbox(settings: Settings, report: dict[str, Any]) -> None:
     log.log(level, "sandbox layers", extra={"sandbox": settings.sandbox,
                                             "active": ",".join(active) or "none",
                                             "inactive": ",".join(inactive) or "none"})
+
+
+def _is_unicode(value: str | dict[str, Any]) -> bool:
+    """False if ``value`` holds a lone surrogate (valid JSON escape, not Unicode text)."""
+    try:
+        if isinstance(value, str):
+            value.encode("utf-8")
+        else:
+            orjson.dumps(value)
+    except (UnicodeEncodeError, TypeError):
+        return False
+    return True
+
+
+def _not_unicode(field_name: str) -> RequestValidationError:
+    return RequestValidationError([{
+        "loc": ("body", field_name), "type": "string_unicode",
+        "msg": "has a lone surrogate (a \\ud800-\\udfff escape without its pair), "
+               "which is not Unicode text",
+    }])
 
 
 class _Rejected(Exception):
@@ -252,21 +272,34 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
                 f"at most {settings.max_ground_truth_chars}"
             )
         name = resolve_scorer(scorer, data_source)
-        return Job(name, response, ground_truth, job_params(name, extra))
+        params = job_params(name, extra)
+        # a lone surrogate (a valid JSON escape such as "\ud800", not Unicode text) can be
+        # neither scored nor sent to a worker: the request is malformed
+        for field_name, text in ((where[0], response), (where[1], ground_truth)):
+            if not text.isascii() and not _is_unicode(text):
+                raise _not_unicode(field_name)
+        if params and not _is_unicode(params):
+            raise _not_unicode(where[0].rsplit(".", 1)[0] + ".extra")
+        return Job(name, response, ground_truth, params)
 
-    def _result(s: Scored, item_id: str | None = None) -> ItemResult:
-        return ItemResult(
-            id=item_id,
-            score=s.verdict.score,
-            status=s.verdict.status,
-            scorer=s.job.scorer,
-            scorer_version=SCORERS[s.job.scorer].version,
-            extracted=s.verdict.extracted,
-            extracted_gold=s.verdict.extracted_gold,
-            reason=s.verdict.reason,
-            elapsed_s=s.elapsed_s,
-            cached=s.cached,
-        )
+    versions = {name: sc.version for name, sc in SCORERS.items()}
+
+    def _result(s: Scored, item_id: str | None = None) -> dict[str, Any]:
+        """An ``ItemResult`` as the plain dict it serialises to (no model per item on the hot
+        path; ``tests/test_api.py`` checks the two agree field by field)."""
+        v = s.verdict
+        return {
+            "id": item_id,
+            "score": v.score,
+            "status": v.status,
+            "scorer": s.job.scorer,
+            "scorer_version": versions[s.job.scorer],
+            "extracted": v.extracted,
+            "extracted_gold": v.extracted_gold,
+            "reason": v.reason,
+            "elapsed_s": s.elapsed_s,
+            "cached": s.cached,
+        }
 
     async def _run(jobs: list[Job | tuple[str, Verdict]], timeout_s: float) -> list[Scored]:
         """Score the Jobs through the batcher; ``(scorer, Verdict)`` is an item already failed."""
@@ -293,7 +326,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
             counts[st] += 1
         return counts
 
-    async def score(body: ScoreRequest) -> ScoreResponse:
+    async def score(body: ScoreRequest) -> Response:
         t0 = time.perf_counter()
         timeout_s = _open(len(body.items), body.timeout_s)
         jobs: list[Job | tuple[str, Verdict]] = []
@@ -307,9 +340,11 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         scored = await _run(jobs, timeout_s)
         results = [_result(s, item.id) for item, s in zip(body.items, scored, strict=True)]
         _done("score", t0)
-        return ScoreResponse(results=results, count=len(results),
-                             statuses=_statuses(r.status for r in results),
-                             elapsed_s=time.perf_counter() - t0)
+        # a ScoreResponse, serialised directly (the schema is the route's response_model)
+        return Response(orjson.dumps({"results": results, "count": len(results),
+                                   "statuses": _statuses(s.verdict.status for s in scored),
+                                   "elapsed_s": time.perf_counter() - t0}),
+                        media_type="application/json")
 
     for path in ("/v1/score", "/score"):
         app.router.add_api_route(
@@ -367,16 +402,17 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
                 jobs.append(_job((f"query[{i}]", f"labels[{i}]"), e.response, e.ground_truth,
                                  name, None, None))
         scored = await _run(jobs, timeout)
-        results = [_result(s) for s in scored]
-        rewards = [r.score for r in results]
+        statuses = [s.verdict.status for s in scored]
+        rewards = [s.verdict.score for s in scored]
         logs = {
-            "acc": [float(r.status == "correct") for r in results],
-            **{st: [float(r.status == st) for r in results]
-               for st in ("no_answer", "bad_ground_truth", "timeout", "error")},
+            "acc": [float(st == "correct") for st in statuses],
+            **{name: [float(st == name) for st in statuses]
+               for name in ("no_answer", "bad_ground_truth", "timeout", "error")},
         }
         _done("get_reward", t0)
-        return GetRewardResponse(rewards=rewards, scores=rewards, extra_logs=logs,
-                                 statuses=_statuses(r.status for r in results), results=results)
+        return GetRewardResponse.model_validate({
+            "rewards": rewards, "scores": rewards, "extra_logs": logs,
+            "statuses": _statuses(statuses), "results": [_result(s) for s in scored]})
 
     @app.post(
         "/slime/reward", dependencies=auth,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,14 +44,21 @@ class Scored:
     cached: bool
 
 
-def _key(job: Job) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    for part in (job.scorer, job.ground_truth, job.response):
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    h.update(orjson.dumps(job.params, option=orjson.OPT_SORT_KEYS))
-    return h.digest()
+def _digest(job: Job) -> Hashable:
+    """The verdict cache's key: 16 bytes whatever the texts' length (bounded memory)."""
+    s = job.scorer.encode()
+    g = job.ground_truth.encode("utf-8", "surrogatepass")
+    r = job.response.encode("utf-8", "surrogatepass")
+    p = orjson.dumps(job.params, option=orjson.OPT_SORT_KEYS) if job.params else b""
+    # lengths first: no two different items give the same bytes
+    data = b"%d:%d:%d:%s%s%s%s" % (len(s), len(g), len(r), s, g, r, p)
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _identity(job: Job) -> Hashable:
+    """With the cache off, only a request's own items are compared: no digest needed."""
+    p = orjson.dumps(job.params, option=orjson.OPT_SORT_KEYS) if job.params else b""
+    return (job.scorer, job.ground_truth, job.response, p)
 
 
 def job_params(scorer: str, extra: dict[str, Any] | None) -> dict[str, Any]:
@@ -64,14 +71,15 @@ def job_params(scorer: str, extra: dict[str, Any] | None) -> dict[str, Any]:
 class Batcher:
     def __init__(self, pool: WorkerPool, *, cache_items: int, metrics: Metrics) -> None:
         self._pool = pool
-        self._cache: OrderedDict[bytes, Verdict] = OrderedDict()
+        self._cache: OrderedDict[Hashable, Verdict] = OrderedDict()
         self._cache_items = cache_items
+        self._key = _digest if cache_items else _identity
         self._metrics = metrics
 
     async def score(self, jobs: Sequence[Job], timeout_s: float) -> list[Scored]:
-        keys = [_key(j) for j in jobs]
+        keys = [self._key(j) for j in jobs]
         out: list[Scored | None] = [None] * len(jobs)
-        first: dict[bytes, int] = {}  # key → index of the item that will be scored
+        first: dict[Hashable, int] = {}  # key → index of the item that will be scored
         hits = 0
         for i, (job, key) in enumerate(zip(jobs, keys, strict=True)):
             verdict = self._cache.get(key)
@@ -96,7 +104,7 @@ class Batcher:
         ]
         outcomes: list[Outcome] = await self._pool.submit(tasks) if tasks else []
 
-        scored: dict[bytes, Scored] = {}
+        scored: dict[Hashable, Scored] = {}
         timers: dict[str, Any] = {}  # one labelled child per scorer, not a lookup per item
         for i, outcome in zip(order, outcomes, strict=True):
             s = Scored(jobs[i], outcome.verdict, outcome.elapsed_s, False)

@@ -7,6 +7,7 @@ Every option falls back to its ``REWARD_*`` environment variable, then to the de
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import math
 import signal
@@ -84,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         limit_concurrency=None,
     )
     server = _Server(config, on_exit_signal=app.state.pool.drain)
+    # A 512-item request allocates ~10k short-lived objects; at the default threshold (700)
+    # collections took 11% of the busy server's samples (py-spy); at 10k, ~10% less CPU/item.
+    gc.set_threshold(10_000, 10, 10)
     log.info("starting", extra={"version": __version__, "host": settings.host,
                                 "port": settings.port, "workers": settings.workers,
                                 "sandbox": settings.sandbox})

@@ -103,10 +103,27 @@ class PoolStatus:
 
 
 @dataclass(slots=True, eq=False)
+class _Request:
+    """One ``submit`` call: its outcomes fill in as they come; ``done`` is set by the last."""
+
+    outcomes: list[Outcome | None]
+    left: int
+    done: asyncio.Future[None]
+    cancelled: bool = False
+
+
+@dataclass(slots=True, eq=False)
 class _Pending:
     task: Task
-    future: asyncio.Future[Outcome]
+    req: _Request
+    index: int  # position in the request's outcomes
     seq: int
+    resolved: bool = False
+
+    @property
+    def wanted(self) -> bool:
+        """Still worth scoring: not answered, and its request still waits for it."""
+        return not self.resolved and not self.req.cancelled
 
 
 @dataclass(slots=True, eq=False)
@@ -310,25 +327,26 @@ class WorkerPool:
             )
         if not tasks:
             return []
-        loop = asyncio.get_running_loop()
-        pendings = [_Pending(t, loop.create_future(), next(self._seq)) for t in tasks]
-        self._outstanding += len(pendings)
-        for p in pendings:
-            p.future.add_done_callback(self._on_done)
+        n = len(tasks)
+        # one future per request, not per item: outcomes are stored by _resolve
+        req = _Request([None] * n, n, asyncio.get_running_loop().create_future())
+        seq = self._seq
+        pendings = [_Pending(t, req, i, next(seq)) for i, t in enumerate(tasks)]
+        self._outstanding += n
         i = 0
-        for size in chunk_sizes(len(pendings), self._s.chunk_size, self._s.workers):
+        for size in chunk_sizes(n, self._s.chunk_size, self._s.workers):
             self._queue.append(_Chunk(pendings[i : i + size]))
             i += size
         self._pump()
         try:
-            return list(await asyncio.gather(*(p.future for p in pendings)))
+            await req.done
         except asyncio.CancelledError:
-            for p in pendings:
-                p.future.cancel()
+            # the caller is gone: unsent items are dropped by _pump, late outcomes ignored
+            req.cancelled = True
+            self._outstanding -= req.left
+            req.left = 0
             raise
-
-    def _on_done(self, _: asyncio.Future[Outcome]) -> None:
-        self._outstanding -= 1
+        return req.outcomes  # type: ignore[return-value]  # all filled once done is set
 
     # ------------------------------------------------------------------ workers
     def _count(self, state: WorkerState) -> int:
@@ -636,14 +654,21 @@ class WorkerPool:
                 return
             w = min(free, key=lambda x: len(x.inflight))
             chunk = self._queue.popleft()
-            chunk.items = [p for p in chunk.items if not p.future.done()]
+            chunk.items = [p for p in chunk.items if p.wanted]
             if chunk.items:
                 self._send(w, chunk)
 
     # ------------------------------------------------------------------ failures
     def _resolve(self, p: _Pending, verdict: Verdict, elapsed: float) -> None:
-        if not p.future.done():
-            p.future.set_result(Outcome(verdict, elapsed))
+        if not p.wanted:
+            return
+        p.resolved = True
+        req = p.req
+        req.outcomes[p.index] = Outcome(verdict, elapsed)
+        req.left -= 1
+        self._outstanding -= 1
+        if req.left == 0 and not req.done.done():
+            req.done.set_result(None)
 
     def _on_eof(self, w: _Worker) -> None:
         if w.state == "dead":

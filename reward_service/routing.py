@@ -9,9 +9,12 @@ signature (the OpenAPI schema, ``/docs``) and replaces only the per-request work
 * plain ``Depends(fn)`` dependencies are awaited as ``fn(request)`` (no sub-dependencies);
 * the body must be ``application/json`` (or ``+json``), as FastAPI's strict content type
   requires; it is decoded with orjson, falling back to the standard library for what orjson
-  refuses but Python accepts (lone surrogates such as ``"\\ud800"``, which a per-item status
-  handles better than a 422 for the whole batch), then validated once with pydantic;
-* the returned model is serialised by pydantic-core straight to JSON bytes.
+  refuses but Python accepts (``NaN``, integers over 64 bits, lone surrogates such as
+  ``"\\ud800"``, so that pydantic and the app answer them with a 422 naming the field), then
+  validated once with pydantic;
+* the returned model is serialised by pydantic-core straight to JSON bytes, or the endpoint
+  returns a ``Response`` itself (``POST /v1/score`` builds its reply as plain dicts and
+  serialises them with orjson).
 
 Errors raise ``RequestValidationError`` with FastAPI's ``("body", ...)`` locations, so the
 app's exception handlers answer them exactly as they answer FastAPI's own.

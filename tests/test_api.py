@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from reward_service.schemas import ScoreResponse
 from tests.helpers import service
 
 
@@ -41,6 +42,24 @@ def test_results_in_order_with_ids_and_statuses(client: httpx.Client) -> None:
     assert first["extracted"] == "\\frac{1}{2}" and first["scorer_version"].startswith("2.0")
     assert first["elapsed_s"] > 0
     assert body["results"][1]["extracted"] == "17"
+
+
+def test_reply_is_exactly_a_score_response(client: httpx.Client) -> None:
+    """The hot path serialises plain dicts, not models: every field of ``ScoreResponse`` and
+    ``ItemResult`` must be there, with its type, and nothing else."""
+    items = [
+        {"response": "\\boxed{2}", "ground_truth": "2", "id": "x"},
+        {"response": "\\boxed{2}", "ground_truth": "2"},  # duplicate: dedup, then the cache
+        {"response": "no answer here", "ground_truth": "2"},
+        {"response": "\\boxed{2}", "ground_truth": ""},
+        {"response": "#### 3", "ground_truth": "4", "scorer": "gsm8k"},
+    ]
+    for _ in range(2):  # the second time from the verdict cache (cached: true)
+        r = _score(client, items)
+        assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+        raw = r.json()
+        assert ScoreResponse.model_validate_json(r.content).model_dump(mode="json") == raw
+    assert [x["cached"] for x in raw["results"]][:2] == [True, True]
 
 
 def test_score_alias_path(client: httpx.Client) -> None:
@@ -144,6 +163,50 @@ def test_nul_bytes_and_odd_unicode_are_per_item_statuses(client: httpx.Client) -
     assert statuses[0] == "correct"
     assert all(s in {"correct", "incorrect", "no_answer", "bad_ground_truth", "error"}
                for s in statuses)
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "loc"),
+    [
+        ("/v1/score", r'{"items": [{"response": "\\boxed{5}\ud800", "ground_truth": "5"}]}',
+         ["body", "items[0].response"]),
+        ("/v1/score", r'{"items": [{"response": "5", "ground_truth": "\udfff5"}]}',
+         ["body", "items[0].ground_truth"]),
+        ("/v1/score", r'{"items": [{"response": "1", "ground_truth": "1", "id": "\udc00"}]}',
+         ["body", "items", 0, "id"]),
+        ("/v1/score", r'{"items": [{"response": "(A)", "ground_truth": "A", "scorer": "choice",'
+                      r' "extra": {"choices": ["\ud800", "A"]}}]}', ["body", "items[0].extra"]),
+        ("/v1/score", r'{"items": [{"response": "1", "ground_truth": "1", "scorer": "\ud800"}]}',
+         None),
+        ("/get_reward", r'{"query": ["Q: A: \\boxed{5}"], "prompts": ["Q: "], "labels": ["5\ud800"]}',
+         ["body", "labels[0]"]),
+        ("/get_reward", r'{"query": ["Q: A: \\boxed{5}\ud800"], "prompts": ["Q: "], "labels": ["5"]}',
+         ["body", "query[0]"]),
+        ("/slime/reward", r'{"prompt": "x", "response": "\\boxed{5}", "label": "5\ud800"}',
+         ["body", "label"]),
+        ("/slime/reward", r'{"prompt": "x", "response": "\\boxed{5}\ud800", "label": "5"}',
+         ["body", "response"]),
+    ],
+)
+def test_lone_surrogates_get_422_naming_the_field(
+    client: httpx.Client, route: str, body: str, loc: list[object] | None
+) -> None:
+    """JSON may carry ``\\ud800`` escapes that are not Unicode text. They cannot be scored
+    (nor sent to a worker): the request gets a 422 naming the field, never a 500."""
+    r = client.post(route, content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"]
+    if loc is None:  # an unknown scorer: named, escaped, in the message
+        assert "unknown scorer '\\ud800'" in detail
+    else:
+        assert [d["loc"] for d in detail] == [loc] and detail[0]["type"] == "string_unicode"
+
+
+def test_a_lone_surrogate_in_an_unused_field_is_harmless(client: httpx.Client) -> None:
+    body = r'{"prompt": "\ud800", "response": "\\boxed{5}", "label": "5"}'
+    r = client.post("/slime/reward", content=body.encode(),
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200 and r.json() == 1.0
 
 
 def test_too_many_items_gets_413(client: httpx.Client) -> None:
