@@ -3,7 +3,8 @@
 ``reward_service/scorers/parse_cache.py`` builds plain integers without latex2sympy and
 memoises ``Number(text)``; ``MathVerifyScorer.verify`` memoises verify on the answer's
 structure. Each is compared here with the library function it stands in for, on the inputs
-it takes; ``tests/test_parity.py`` compares whole verdicts on the corpus.
+it takes (``integer_verdict`` with ``verify``); ``tests/test_parity.py`` compares whole
+verdicts on the corpus.
 """
 
 from __future__ import annotations
@@ -14,11 +15,16 @@ import math_verify.parser as mv_parser
 import pytest
 import sympy
 from latex2sympy2_extended.sets import FiniteSet as L2SFiniteSet
+from math_verify import verify
 from sympy import Integer, Number, srepr
 
 from reward_service.scorers import parse_cache
 from reward_service.scorers.impl import build_scorers
-from reward_service.scorers.math_verify_scorer import MathVerifyScorer, _answer_key
+from reward_service.scorers.math_verify_scorer import (
+    MathVerifyScorer,
+    _answer_key,
+    integer_verdict,
+)
 
 
 def _integers() -> list[str]:
@@ -97,3 +103,41 @@ def test_verify_memo_returns_the_first_answer_and_counts_hits() -> None:
                 for a in ["\\frac{1}{2}", "2", "\\frac{2}{4}", "2", "\\frac{1}{2}", "x"]]
     assert verdicts == ["correct", "incorrect", "correct", "incorrect", "correct", "incorrect"]
     assert len(s._verdicts) == 4  # repeats were answered from the memo, not verified again
+
+
+def _integer_lists() -> list[list[object]]:
+    """verify's inputs as parse builds them ([sympy object, string]) and odd mixes."""
+    rnd = random.Random(11)
+    values = [0, 1, -1, 2, 7, 10, 100, -100, 12345678901234567890, -(10**40), 10**40]
+    values += [rnd.randint(-10**6, 10**6) for _ in range(40)]
+    out: list[list[object]] = []
+    for v in values:
+        out.append([Integer(v), str(v)])
+        out.append([Integer(v), f" {v} "])
+        out.append([Integer(v)])
+        out.append([str(v)])
+    out += [[], [""], [" "], ["x"], [Integer(3), ""], ["3", Integer(3)]]
+    return out
+
+
+def test_integer_verdict_equals_verify() -> None:
+    """Where it answers, the verify fast path gives verify's answer (all pairs of lists)."""
+    lists = _integer_lists()
+    rnd = random.Random(5)
+    pairs = [(a, b) for a in lists for b in lists if rnd.random() < 0.25]
+    answered = 0
+    for gold, pred in pairs:
+        fast = integer_verdict(gold, pred)
+        if fast is None:
+            continue
+        answered += 1
+        assert fast == verify(gold, pred, timeout_seconds=None), (gold, pred)
+    assert answered == len(pairs)  # these are all integer/string pairs
+
+
+def test_integer_verdict_defers_everything_else() -> None:
+    x = sympy.Symbol("x")
+    for other in (sympy.Float(2.0), sympy.Rational(1, 2), x + 1, sympy.FiniteSet(1, 2),
+                  sympy.Eq(x, 2), sympy.Matrix([[1]])):
+        assert integer_verdict([Integer(2), "2"], [other, "2.0"]) is None
+        assert integer_verdict([other, "2.0"], [Integer(2), "2"]) is None
