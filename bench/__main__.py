@@ -8,8 +8,10 @@ problem's 4, 8 or 15 responses are adjacent):
   that rate (this machine has 2 cores);
 * verl's pattern: a spawn ``ProcessPoolExecutor(4)``, one ``submit`` per item, called one item
   at a time and with every item submitted at once;
-* the service over HTTP (real subprocess, verdict cache off) with 1 and 2 workers and batch
-  sizes 1, 64, 512, 4096; the same rows shuffled; an adversarial mix (2% of items from
+* the service over HTTP (real subprocess, verdict cache off), called with our
+  ``RewardClient`` one call after another, each call one request: 1 and 2 workers, batch
+  sizes 1, 64, 512, 4096; and with the client's defaults (4096 items per call, sent as
+  512-item requests, 4 in flight); the same rows shuffled; an adversarial mix (2% of items from
   adversarial.jsonl, deadline 3 s); single-item latency; worker RSS before and after a long run.
   Every measured pass gets a freshly started service: the workers' memos (parsed golds,
   verify, LaTeX) must not have seen the rows before, or a second pass would be a replay.
@@ -85,10 +87,10 @@ def main() -> int:
                  for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
 
     def fresh(workers: int, subset: list[dict[str, Any]], batch: int,
-              timeout_s: float | None = None) -> dict[str, Any]:
+              timeout_s: float | None = None, **client: int) -> dict[str, Any]:
         with _svc(workers) as svc:
             sc.service_throughput(svc, warm_rows, 512, timeout_s=10.0)
-            return sc.service_throughput(svc, subset, batch, timeout_s=timeout_s)
+            return sc.service_throughput(svc, subset, batch, timeout_s=timeout_s, **client)
 
     res["service"] = {}
     mismatches = 0
@@ -101,6 +103,9 @@ def main() -> int:
                 "workers": workers, "batch": batch, "items_s": out["items_s"], "rows": len(subset)}
             if batch == 512 and workers == 2:
                 mismatches = sum(a != b for a, b in zip(out["verdicts"], verdicts[0], strict=True))
+    log("client defaults ...")
+    res["client_default"] = {"batch": 4096, "chunk": 512, "in_flight": 4,
+                             "items_s": fresh(2, rows, 4096, chunk=512, in_flight=4)["items_s"]}
     log("shuffled, adversarial mix, latency, RSS ...")
     res["service"]["w2_b512_shuffled"] = {"items_s": fresh(2, shuffled, 512)["items_s"]}
     # adversarial mix: 2% hostile items, deadline 3 s

@@ -19,6 +19,7 @@ from sympy import Number
 
 from reward_service.scorers.math_verify_scorer import boxed_gold
 from tests.helpers import Service
+from trainer_client.reward_client import RewardClient, RewardClientSettings, Timeout
 
 Row = dict[str, Any]
 
@@ -72,21 +73,25 @@ def _items(rows: Sequence[Row]) -> list[dict[str, Any]]:
 
 
 def service_throughput(
-    svc: Service, rows: Sequence[Row], batch: int, timeout_s: float | None = None
+    svc: Service, rows: Sequence[Row], batch: int, timeout_s: float | None = None,
+    *, chunk: int | None = None, in_flight: int = 1,
 ) -> dict[str, Any]:
+    """The service as a trainer calls it: our ``RewardClient``, one ``score`` call per
+    ``batch`` rows, one call after another. By default each call is one request; with
+    ``chunk`` a call is split into requests of ``chunk`` items, ``in_flight`` at a time."""
     items = _items(rows)
+    settings = RewardClientSettings(
+        urls=(svc.url,), chunk_size=chunk or batch, max_concurrency=in_flight,
+        timeout=Timeout(read=600), item_timeout_s=timeout_s)
     verdicts: list[bool] = []
     statuses: dict[str, int] = {}
-    body_extra = {"timeout_s": timeout_s} if timeout_s else {}
-    with httpx.Client(base_url=svc.url, timeout=600) as c:
-        c.post("/v1/score", json={"items": items[:2]})  # connection up
+    with RewardClient(settings) as client:
+        client.score(items[:2])  # connection up
         t0 = time.perf_counter()
         for i in range(0, len(items), batch):
-            r = c.post("/v1/score", json={"items": items[i : i + batch], **body_extra})
-            r.raise_for_status()
-            for x in r.json()["results"]:
-                verdicts.append(x["status"] == "correct")
-                statuses[x["status"]] = statuses.get(x["status"], 0) + 1
+            for x in client.score(items[i : i + batch]):
+                verdicts.append(x.status == "correct")
+                statuses[x.status] = statuses.get(x.status, 0) + 1
         wall = time.perf_counter() - t0
     return {"seconds": wall, "items_s": len(rows) / wall, "verdicts": verdicts,
             "statuses": statuses}
