@@ -5,7 +5,8 @@ problem's 4, 8 or 15 responses are adjacent):
 
 * stock math-verify in-process, sequential, one core, its own timeouts on and off, at the
   start of the run and again at its end — the fastest is the per-core limit; "limit" = 2 x
-  that rate (this machine has 2 cores);
+  that rate (this machine has 2 cores). Each pass runs in a fresh interpreter warmed like
+  the services (below), so no pass replays rows an earlier one parsed;
 * verl's pattern: a spawn ``ProcessPoolExecutor(4)``, one ``submit`` per item, called one item
   at a time and with every item submitted at once;
 * the service over HTTP (real subprocess, verdict cache off), called with our
@@ -63,11 +64,15 @@ def main() -> int:
                            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
+    warm_rows = [{"response": r["solution"][0] if isinstance(r["solution"], list) else
+                  r["solution"], "gold": r["final_answer"][0].strip("$")}
+                 for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
+
     def baselines() -> dict[str, float]:
-        on = sc.in_process(rows, timeouts=True)
-        off = sc.in_process(rows, timeouts=False)
-        on_sh = sc.in_process(shuffled, timeouts=True)
-        off_sh = sc.in_process(shuffled, timeouts=False)
+        on = sc.in_process(rows, True, warm_rows)
+        off = sc.in_process(rows, False, warm_rows)
+        on_sh = sc.in_process(shuffled, True, warm_rows)
+        off_sh = sc.in_process(shuffled, False, warm_rows)
         verdicts.append(on["verdicts"])
         return {"timeouts_on_items_s": on["items_s"], "timeouts_off_items_s": off["items_s"],
                 "shuffled_on_items_s": on_sh["items_s"], "shuffled_off_items_s": off_sh["items_s"]}
@@ -82,9 +87,6 @@ def main() -> int:
     res["verl"] = {"one_at_a_time_items_s": v1["items_s"], "all_at_once_items_s": va["items_s"],
                    "one_at_a_time_rows": len(small)}
 
-    warm_rows = [{"response": r["solution"][0] if isinstance(r["solution"], list) else
-                  r["solution"], "gold": r["final_answer"][0].strip("$")}
-                 for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
 
     def fresh(workers: int, subset: list[dict[str, Any]], batch: int,
               timeout_s: float | None = None, **client: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import math_verify.parser as mv_parser
 import orjson
 from math_verify import parse, verify
 from sympy import Number
+from sympy.parsing import sympy_parser
 
 from reward_service.scorers.math_verify_scorer import boxed_gold
 from tests.helpers import Service
@@ -35,17 +36,30 @@ def stock_verdict(gold: str, response: str, timeouts: bool = True) -> bool:
 
 def assert_stock() -> None:
     """The baselines must run math-verify as shipped: nothing in this process may have
-    installed the workers' memos (``reward_service.scorers.parse_cache``)."""
+    installed any of the workers' shortcuts (``reward_service/scorers/``)."""
     assert mv_parser.parse_latex_cached.cache_info().maxsize == 20, "math-verify is patched"
     assert mv_parser.Number is Number, "math-verify is patched"
+    assert not getattr(mv_parser.get_extraction_regexes, "prefiltered", False), "regexes wrapped"
+    for fn in (sympy_parser.parse_expr, mv_parser.parse_expr):  # type: ignore[attr-defined]
+        assert fn.__module__ == "sympy.parsing.sympy_parser", "parse_expr is patched"
 
 
-def in_process(rows: Sequence[Row], timeouts: bool) -> dict[str, Any]:
+def _in_process_job(rows: Sequence[Row], timeouts: bool, warm: Sequence[Row]) -> dict[str, Any]:
     assert_stock()
+    for r in warm:
+        stock_verdict(r["gold"], r["response"], timeouts)
     t0 = time.perf_counter()
     verdicts = [stock_verdict(r["gold"], r["response"], timeouts) for r in rows]
     wall = time.perf_counter() - t0
     return {"seconds": wall, "items_s": len(rows) / wall, "verdicts": verdicts}
+
+
+def in_process(rows: Sequence[Row], timeouts: bool, warm: Sequence[Row]) -> dict[str, Any]:
+    """Stock math-verify in a fresh interpreter, first warmed with ``warm`` (as each service
+    pass is), then timed on ``rows`` once: no pass may replay rows an earlier pass parsed
+    (ANTLR's DFA, sympy's cache and math-verify's memos all remember them)."""
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        return ex.submit(_in_process_job, rows, timeouts, warm).result()
 
 
 def _pool_job(args: tuple[str, str]) -> bool:

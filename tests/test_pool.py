@@ -173,3 +173,35 @@ def test_overload_raises_and_draining_refuses() -> None:
             raise AssertionError("expected DrainingError")
 
     _run(scenario, max_queue_items=60, max_items=60)
+
+
+def test_a_cancelled_request_frees_its_capacity_and_others_are_unaffected() -> None:
+    """One future per request: cancelling it drops its queued items, counts none of them as
+    outstanding any more, and ignores its late outcomes; a concurrent request is answered in
+    full and in order."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        big, _ = _items(3000)
+        small, expected = _items(200)
+        doomed = asyncio.create_task(pool.submit(big))
+        await asyncio.sleep(0.3)
+        kept = asyncio.create_task(pool.submit(small))
+        await asyncio.sleep(0.1)
+        doomed.cancel()
+        try:
+            await doomed
+        except asyncio.CancelledError:
+            pass
+        else:
+            raise AssertionError("the request should have been cancelled")
+        outcomes = await kept
+        assert [o.verdict.status for o in outcomes] == expected
+        deadline = time.monotonic() + 5.0
+        while pool.status().outstanding_items and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        st = pool.status()
+        assert st.outstanding_items == 0 and st.queued_chunks == 0, st
+        again = await pool.submit(small)  # the pool is not left in a broken state
+        assert [o.verdict.status for o in again] == expected
+
+    _run(scenario)
