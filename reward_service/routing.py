@@ -16,12 +16,16 @@ signature (the OpenAPI schema, ``/docs``) and replaces only the per-request work
   returns a ``Response`` itself (``POST /v1/score`` builds its reply as plain dicts and
   serialises them with orjson).
 
+A client that disconnects before its reply is ready gets its handler cancelled
+(:class:`ClientDisconnected`), so its queued items are never scored.
+
 Errors raise ``RequestValidationError`` with FastAPI's ``("body", ...)`` locations, so the
 app's exception handlers answer them exactly as they answer FastAPI's own.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine
@@ -34,7 +38,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["LeanJSONRoute"]
+__all__ = ["ClientDisconnected", "LeanJSONRoute"]
 
 
 def _is_json(content_type: str) -> bool:
@@ -55,6 +59,36 @@ def _decode(raw: bytes) -> Any:
         raise RequestValidationError(
             [{"loc": ("body",), "type": "json_invalid", "msg": f"request body is {reason}"}]
         ) from None
+
+
+class ClientDisconnected(Exception):
+    """The client closed the connection before its reply was ready."""
+
+
+async def _unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
+    """Await ``work``, cancelling it if the client disconnects first. uvicorn keeps running a
+    handler whose client is gone; a trainer whose read timed out would then wait, on its
+    retry, behind the scoring of a batch nobody will read. Cancelling the handler drops the
+    batch's queued chunks (``WorkerPool.submit``)."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:  # the body is read: the next message is the disconnect
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # this handler itself is cancelled (shutdown)
+        task.cancel()
+        watcher.cancel()
+        raise
+    watcher.cancel()
+    if task.done():
+        return task.result()  # the endpoint's reply, or its exception for the handlers
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)  # its pool requests are withdrawn
+    raise ClientDisconnected
 
 
 class LeanJSONRoute(APIRoute):
@@ -94,7 +128,7 @@ class LeanJSONRoute(APIRoute):
                     {**e, "loc": ("body", *e["loc"])}
                     for e in exc.errors(include_url=False, include_input=False)
                 ]) from None
-            result = await endpoint(body)
+            result = await _unless_disconnected(request, endpoint(body))
             if isinstance(result, Response):
                 return result
             return Response(serializer.to_json(result), status_code=status_code,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 from collections import Counter
 
 import httpx
 
-from tests.helpers import Service, service
+from tests.helpers import Service, service, wait_until
 
 
 async def _client(url: str, k: int, requests: int, per_request: int) -> tuple[list[str], list[int]]:
@@ -53,3 +55,33 @@ def test_overload_shows_as_503_with_retry_after() -> None:
     assert set(codes) == {200, 503}
     ids = [i for seen, _ in out for i in seen]
     assert len(ids) == codes[200] * 40 and max(Counter(ids).values()) == 1
+
+
+def test_a_client_that_disconnects_gets_its_batch_withdrawn() -> None:
+    """A trainer whose read timed out closes the connection: its batch must not keep the
+    workers busy. The handler is cancelled (counted as 499) and its queued items dropped, so
+    by the time the 499 is counted nothing is outstanding; the service then answers as usual."""
+    n = 16_000  # several seconds of work on two workers
+    items = [{"response": f"\\boxed{{{i}}} and $x^2 + {i}$", "ground_truth": str(i)}
+             for i in range(n)]
+    body = json.dumps({"items": items}).encode()
+    with service(REWARD_MAX_ITEMS=n, REWARD_MAX_QUEUE_ITEMS=2 * n, REWARD_CACHE_ITEMS=0) as svc:
+        sock = socket.create_connection(("127.0.0.1", svc.port))
+        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: test\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+
+        def outstanding() -> int:
+            return int(httpx.get(svc.url + "/v1/info").json()["workers"]["outstanding_items"])
+
+        assert wait_until(lambda: outstanding() > 0, timeout_s=10), "the batch never started"
+        sock.close()
+
+        def gone() -> bool:
+            return 'code="499",route="/v1/score"' in httpx.get(svc.url + "/metrics").text
+
+        assert wait_until(gone, timeout_s=5), "the disconnect was not noticed"
+        left = outstanding()
+        assert left == 0, f"{left} items still queued for a client that is gone"
+        r = httpx.post(svc.url + "/v1/score", json={"items": items[:3]}, timeout=30)
+        assert r.status_code == 200
+        assert [x["status"] for x in r.json()["results"]] == ["correct"] * 3
