@@ -12,7 +12,9 @@ problem's 4, 8 or 15 responses are adjacent):
 * the service over HTTP (real subprocess, verdict cache off), called with our
   ``RewardClient`` one call after another, each call one request: 1 and 2 workers, batch
   sizes 1, 64, 512, 4096; and with the client's defaults (4096 items per call, sent as
-  512-item requests, 4 in flight); the same rows shuffled; an adversarial mix (2% of items from
+  512-item requests, 4 in flight). The headline passes (2 workers, batch 512 and 4096,
+  client defaults, shuffled) also get an "adjacent limit": the in-process pass (timeouts
+  off) run right before them, since this VM's speed drifts within a run; the same rows shuffled; an adversarial mix (2% of items from
   adversarial.jsonl, deadline 3 s); single-item latency; worker RSS before and after a long run.
   Every measured pass gets a freshly started service: the workers' memos (parsed golds,
   verify, LaTeX) must not have seen the rows before, or a second pass would be a replay.
@@ -94,22 +96,34 @@ def main() -> int:
             sc.service_throughput(svc, warm_rows, 512, timeout_s=10.0)
             return sc.service_throughput(svc, subset, batch, timeout_s=timeout_s, **client)
 
+    def adjacent_limit(subset: list[dict[str, Any]]) -> float:
+        """2 x stock in-process (timeouts off, the faster in every run) measured right before
+        a service pass: this VM's speed drifts by up to 20% within a run."""
+        return 2 * sc.in_process(subset, False, warm_rows)["items_s"]
+
     res["service"] = {}
     mismatches = 0
     for workers in (1, 2):
         for batch in (1, 64, 512, 4096):
             subset = small[:300] if batch == 1 else rows
             log(f"service workers={workers} batch={batch} ...")
+            paired = workers == 2 and batch in (512, 4096)
+            limit_now = adjacent_limit(subset) if paired else None
             out = fresh(workers, subset, batch)
             res["service"][f"w{workers}_b{batch}"] = {
-                "workers": workers, "batch": batch, "items_s": out["items_s"], "rows": len(subset)}
+                "workers": workers, "batch": batch, "items_s": out["items_s"], "rows": len(subset),
+                "adjacent_limit_items_s": limit_now}
             if batch == 512 and workers == 2:
                 mismatches = sum(a != b for a, b in zip(out["verdicts"], verdicts[0], strict=True))
     log("client defaults ...")
+    limit_now = adjacent_limit(rows)
     res["client_default"] = {"batch": 4096, "chunk": 512, "in_flight": 4,
-                             "items_s": fresh(2, rows, 4096, chunk=512, in_flight=4)["items_s"]}
+                             "items_s": fresh(2, rows, 4096, chunk=512, in_flight=4)["items_s"],
+                             "adjacent_limit_items_s": limit_now}
     log("shuffled, adversarial mix, latency, RSS ...")
-    res["service"]["w2_b512_shuffled"] = {"items_s": fresh(2, shuffled, 512)["items_s"]}
+    limit_now = adjacent_limit(shuffled)
+    res["service"]["w2_b512_shuffled"] = {"items_s": fresh(2, shuffled, 512)["items_s"],
+                                          "adjacent_limit_items_s": limit_now}
     # adversarial mix: 2% hostile items, deadline 3 s
     k = max(1, n // 50)
     mix = rows[:]
