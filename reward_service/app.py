@@ -28,7 +28,7 @@ from reward_service.compat import CompatError, openrlhf_items, slime_item
 from reward_service.errors import DrainingError, OverloadedError, RequestTooLargeError
 from reward_service.metrics import Metrics
 from reward_service.pool import WorkerPool
-from reward_service.routing import ClientDisconnected, LeanJSONRoute
+from reward_service.routing import ClientDisconnected, LeanJSONRoute, unless_disconnected
 from reward_service.schemas import (
     GetRewardRequest,
     GetRewardResponse,
@@ -380,6 +380,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     )
     async def get_reward(
         body: GetRewardRequest,
+        request: Request,
         scorer: Annotated[str | None, Query(description="Scorer for every item.")] = None,
         data_source: Annotated[str | None, Query(description="Route as verl does.")] = None,
         timeout_s: Annotated[float | None, Query(gt=0, description="Deadline per item.")] = None,
@@ -407,7 +408,8 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
             else:
                 jobs.append(_job((f"query[{i}]", f"labels[{i}]"), e.response, e.ground_truth,
                                  name, None, None))
-        scored = await _run(jobs, timeout)
+        # a batch route like /v1/score: a client that is gone must not keep workers busy
+        scored = await unless_disconnected(request, _run(jobs, timeout))
         statuses = [s.verdict.status for s in scored]
         rewards = [s.verdict.score for s in scored]
         logs = {

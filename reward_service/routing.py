@@ -17,7 +17,8 @@ signature (the OpenAPI schema, ``/docs``) and replaces only the per-request work
   serialises them with orjson).
 
 A client that disconnects before its reply is ready gets its handler cancelled
-(:class:`ClientDisconnected`), so its queued items are never scored.
+(:func:`unless_disconnected`, :class:`ClientDisconnected`), so its queued items are never
+scored; ``/get_reward`` uses the same helper.
 
 Errors raise ``RequestValidationError`` with FastAPI's ``("body", ...)`` locations, so the
 app's exception handlers answer them exactly as they answer FastAPI's own.
@@ -38,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["ClientDisconnected", "LeanJSONRoute"]
+__all__ = ["ClientDisconnected", "LeanJSONRoute", "unless_disconnected"]
 
 
 def _is_json(content_type: str) -> bool:
@@ -65,7 +66,7 @@ class ClientDisconnected(Exception):
     """The client closed the connection before its reply was ready."""
 
 
-async def _unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
+async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
     """Await ``work``, cancelling it if the client disconnects first. uvicorn keeps running a
     handler whose client is gone; a trainer whose read timed out would then wait, on its
     retry, behind the scoring of a batch nobody will read. Cancelling the handler drops the
@@ -128,7 +129,7 @@ class LeanJSONRoute(APIRoute):
                     {**e, "loc": ("body", *e["loc"])}
                     for e in exc.errors(include_url=False, include_input=False)
                 ]) from None
-            result = await _unless_disconnected(request, endpoint(body))
+            result = await unless_disconnected(request, endpoint(body))
             if isinstance(result, Response):
                 return result
             return Response(serializer.to_json(result), status_code=status_code,

@@ -8,6 +8,7 @@ import socket
 from collections import Counter
 
 import httpx
+import pytest
 
 from tests.helpers import Service, service, wait_until
 
@@ -57,18 +58,24 @@ def test_overload_shows_as_503_with_retry_after() -> None:
     assert len(ids) == codes[200] * 40 and max(Counter(ids).values()) == 1
 
 
-def test_a_client_that_disconnects_gets_its_batch_withdrawn() -> None:
+@pytest.mark.parametrize("route", ["/v1/score", "/get_reward"])
+def test_a_client_that_disconnects_gets_its_batch_withdrawn(route: str) -> None:
     """A trainer whose read timed out closes the connection: its batch must not keep the
     workers busy. The handler is cancelled (counted as 499) and its queued items dropped, so
     by the time the 499 is counted nothing is outstanding; the service then answers as usual."""
     n = 16_000  # several seconds of work on two workers
-    items = [{"response": f"\\boxed{{{i}}} and $x^2 + {i}$", "ground_truth": str(i)}
-             for i in range(n)]
-    body = json.dumps({"items": items}).encode()
+    answers = [f"\\boxed{{{i}}} and $x^2 + {i}$" for i in range(n)]
+    if route == "/v1/score":
+        payload: dict[str, object] = {
+            "items": [{"response": a, "ground_truth": str(i)} for i, a in enumerate(answers)]}
+    else:  # OpenRLHF: prompt + response per query, labels
+        payload = {"query": [f"Q{i}: {a}" for i, a in enumerate(answers)],
+                   "prompts": [f"Q{i}: " for i in range(n)], "labels": [str(i) for i in range(n)]}
+    body = json.dumps(payload).encode()
     with service(REWARD_MAX_ITEMS=n, REWARD_MAX_QUEUE_ITEMS=2 * n, REWARD_CACHE_ITEMS=0) as svc:
         sock = socket.create_connection(("127.0.0.1", svc.port))
-        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: test\r\nContent-Type: application/json"
-                     b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        sock.sendall(b"POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: %d\r\n\r\n" % (route.encode(), len(body)) + body)
 
         def outstanding() -> int:
             return int(httpx.get(svc.url + "/v1/info").json()["workers"]["outstanding_items"])
@@ -77,11 +84,13 @@ def test_a_client_that_disconnects_gets_its_batch_withdrawn() -> None:
         sock.close()
 
         def gone() -> bool:
-            return 'code="499",route="/v1/score"' in httpx.get(svc.url + "/metrics").text
+            return f'code="499",route="{route}"' in httpx.get(svc.url + "/metrics").text
 
         assert wait_until(gone, timeout_s=5), "the disconnect was not noticed"
         left = outstanding()
         assert left == 0, f"{left} items still queued for a client that is gone"
-        r = httpx.post(svc.url + "/v1/score", json={"items": items[:3]}, timeout=30)
-        assert r.status_code == 200
-        assert [x["status"] for x in r.json()["results"]] == ["correct"] * 3
+        r = httpx.post(svc.url + "/v1/score", json={"items": payload["items"][:3]}, timeout=30) \
+            if route == "/v1/score" else httpx.post(svc.url + route, json={
+                "query": payload["query"][:3], "prompts": payload["prompts"][:3],
+                "labels": payload["labels"][:3]}, timeout=30)
+        assert r.status_code == 200, r.text
