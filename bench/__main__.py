@@ -11,11 +11,12 @@ problem's 4, 8 or 15 responses are adjacent):
   at a time and with every item submitted at once;
 * the service over HTTP (real subprocess, verdict cache off), called with our
   ``RewardClient`` one call after another, each call one request: 1 and 2 workers, batch
-  sizes 1, 64, 512, 4096; and with the client's defaults (4096 items per call, sent as
-  512-item requests, 4 in flight). The headline passes (2 workers, batch 512 and 4096,
-  client defaults, shuffled) also get an "adjacent limit": the in-process pass (timeouts
-  off) run right before them, since this VM's speed drifts within a run; the same rows shuffled; an adversarial mix (2% of items from
-  adversarial.jsonl, deadline 3 s); single-item latency; worker RSS before and after a long run.
+  sizes 1, 64, 512, 4096; with the client's defaults (4096 items per call, sent as
+  512-item requests, 4 in flight); the same rows shuffled; an adversarial mix (2% of items
+  from adversarial.jsonl, deadline 3 s); single-item latency; worker RSS before and after a
+  long run. The headline passes (2 workers, batch 512 and 4096, client defaults, shuffled)
+  also get an "adjacent limit": an in-process pass (timeouts off) run right before them,
+  since this VM's speed drifts within a run.
   Every measured pass gets a freshly started service: the workers' memos (parsed golds,
   verify, LaTeX) must not have seen the rows before, or a second pass would be a replay.
   Each fresh service is first warmed, as a long-running one would be, with OlympiadBench's
@@ -88,7 +89,6 @@ def main() -> int:
     va = sc.verl_pattern(rows, all_at_once=True)
     res["verl"] = {"one_at_a_time_items_s": v1["items_s"], "all_at_once_items_s": va["items_s"],
                    "one_at_a_time_rows": len(small)}
-
 
     def fresh(workers: int, subset: list[dict[str, Any]], batch: int,
               timeout_s: float | None = None, **client: int) -> dict[str, Any]:

@@ -8,13 +8,14 @@ share a ground truth are sent next to each other, so a worker parses each gold o
 from __future__ import annotations
 
 import hashlib
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from reward_service.lru import LRU
 from reward_service.metrics import Metrics
 from reward_service.pool import Outcome, Task, WorkerPool
 from reward_service.scorers.base import Verdict
@@ -44,12 +45,16 @@ class Scored:
     cached: bool
 
 
+def _params(job: Job) -> bytes:
+    return orjson.dumps(job.params, option=orjson.OPT_SORT_KEYS) if job.params else b""
+
+
 def _digest(job: Job) -> Hashable:
     """The verdict cache's key: 16 bytes whatever the texts' length (bounded memory)."""
     s = job.scorer.encode()
     g = job.ground_truth.encode("utf-8", "surrogatepass")
     r = job.response.encode("utf-8", "surrogatepass")
-    p = orjson.dumps(job.params, option=orjson.OPT_SORT_KEYS) if job.params else b""
+    p = _params(job)
     # lengths first: no two different items give the same bytes
     data = b"%d:%d:%d:%s%s%s%s" % (len(s), len(g), len(r), s, g, r, p)
     return hashlib.blake2b(data, digest_size=16).digest()
@@ -57,8 +62,7 @@ def _digest(job: Job) -> Hashable:
 
 def _identity(job: Job) -> Hashable:
     """With the cache off, only a request's own items are compared: no digest needed."""
-    p = orjson.dumps(job.params, option=orjson.OPT_SORT_KEYS) if job.params else b""
-    return (job.scorer, job.ground_truth, job.response, p)
+    return (job.scorer, job.ground_truth, job.response, _params(job))
 
 
 def job_params(scorer: str, extra: dict[str, Any] | None) -> dict[str, Any]:
@@ -71,7 +75,7 @@ def job_params(scorer: str, extra: dict[str, Any] | None) -> dict[str, Any]:
 class Batcher:
     def __init__(self, pool: WorkerPool, *, cache_items: int, metrics: Metrics) -> None:
         self._pool = pool
-        self._cache: OrderedDict[Hashable, Verdict] = OrderedDict()
+        self._cache = LRU(cache_items)  # key → definitive Verdict
         self._cache_items = cache_items
         self._key = _digest if cache_items else _identity
         self._metrics = metrics
@@ -84,7 +88,6 @@ class Batcher:
         for i, (job, key) in enumerate(zip(jobs, keys, strict=True)):
             verdict = self._cache.get(key)
             if verdict is not None:
-                self._cache.move_to_end(key)
                 out[i] = Scored(job, verdict, 0.0, True)
                 hits += 1
             elif key not in first:
@@ -115,9 +118,7 @@ class Batcher:
                     scorer=s.job.scorer)
             timer.observe(outcome.elapsed_s)
             if self._cache_items and outcome.verdict.status in _CACHEABLE:
-                self._cache[keys[i]] = outcome.verdict
-                if len(self._cache) > self._cache_items:
-                    self._cache.popitem(last=False)
+                self._cache.put(keys[i], outcome.verdict)
         results = [s if s is not None else scored[keys[i]] for i, s in enumerate(out)]
         counts = Counter((s.job.scorer, s.verdict.status) for s in results)
         for (scorer, status), n in counts.items():

@@ -23,13 +23,13 @@ default configs. Differences, all deliberate:
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from math_verify import parse, verify
 from sympy import Basic, Integer
 
+from reward_service.lru import LRU
 from reward_service.scorers import parse_cache, regex_prefilter, sympy_namespace
 from reward_service.scorers.base import Verdict, clip
 
@@ -151,25 +151,6 @@ def integer_verdict(gold: list[Any], pred: list[Any]) -> bool | None:
     return False
 
 
-class _LRU(OrderedDict[Any, Any]):
-    """A bounded memo: ``get`` refreshes an entry, ``put`` evicts the oldest past ``size``."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        hit = super().get(key, default)
-        if hit is not default:
-            self.move_to_end(key)
-        return hit
-
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-        if len(self) > self.size:
-            self.popitem(last=False)
-
-
 class MathVerifyScorer:
     name = "math_verify"
 
@@ -178,8 +159,8 @@ class MathVerifyScorer:
         parse_cache.install()
         regex_prefilter.install()
         self._tap = _install_tap()
-        self._gold = _LRU(gold_cache_size)  # gold text → parse(gold text)
-        self._verdicts = _LRU(verdict_cache_size)  # (gold text, answer key) → verify's result
+        self._gold = LRU(gold_cache_size)  # gold text → parse(gold text)
+        self._verdicts = LRU(verdict_cache_size)  # (gold text, answer key) → verify's result
 
     def verify(self, gold_text: str, gold: list[Any], pred: list[Any]) -> bool:
         """``verify(gold, pred)`` with default options; ``gold`` must be ``parse(gold_text)``.
