@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reward_service.errors import InvalidRequestError
+
 __all__ = [
     "ASSISTANT_MARKERS",
     "END_TOKENS",
@@ -95,7 +97,7 @@ ASSISTANT_MARKERS: tuple[str, ...] = (
 )
 
 
-class CompatError(ValueError):
+class CompatError(InvalidRequestError, ValueError):
     """The request as a whole does not follow the framework's protocol (→ HTTP 422)."""
 
 

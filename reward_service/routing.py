@@ -20,8 +20,8 @@ A client that disconnects before its reply is ready gets its handler cancelled
 (:func:`unless_disconnected`, :class:`ClientDisconnected`), so its queued items are never
 scored; ``/get_reward`` uses the same helper.
 
-Errors raise ``RequestValidationError`` with FastAPI's ``("body", ...)`` locations, so the
-app's exception handlers answer them exactly as they answer FastAPI's own.
+Errors raise ``InvalidRequestError`` with FastAPI's ``("body", ...)`` locations, so the
+one error handler (``api/errors.py``) answers them exactly as it answers FastAPI's own.
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import orjson
-from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["ClientDisconnected", "LeanJSONRoute", "unless_disconnected"]
+from reward_service.errors import ClientDisconnected, InvalidRequestError
+
+__all__ = ["LeanJSONRoute", "unless_disconnected"]
 
 
 def _is_json(content_type: str) -> bool:
@@ -57,13 +58,7 @@ def _decode(raw: bytes) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         reason = "not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
-        raise RequestValidationError(
-            [{"loc": ("body",), "type": "json_invalid", "msg": f"request body is {reason}"}]
-        ) from None
-
-
-class ClientDisconnected(Exception):
-    """The client closed the connection before its reply was ready."""
+        raise InvalidRequestError.at(("body",), f"request body is {reason}", "json_invalid") from None
 
 
 async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
@@ -117,15 +112,13 @@ class LeanJSONRoute(APIRoute):
             for check in checks:
                 await check(request)
             if not _is_json(request.headers.get("content-type", "")):
-                raise RequestValidationError([{
-                    "loc": ("body",), "type": "content_type",
-                    "msg": "Content-Type must be application/json",
-                }])
+                raise InvalidRequestError.at(("body",), "Content-Type must be application/json",
+                                             "content_type")
             data = _decode(await request.body())
             try:
                 body = model.model_validate(data)
             except ValidationError as exc:
-                raise RequestValidationError([
+                raise InvalidRequestError(errors=[
                     {**e, "loc": ("body", *e["loc"])}
                     for e in exc.errors(include_url=False, include_input=False)
                 ]) from None

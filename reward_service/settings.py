@@ -91,4 +91,8 @@ class Settings(BaseSettings):
             raise ValueError("default_timeout_s must not exceed max_timeout_s")
         if self.max_items > self.max_queue_items:
             raise ValueError("max_items must not exceed max_queue_items")
+        if self.api_token is not None and not self.api_token.get_secret_value().strip():
+            # an empty REWARD_API_TOKEN= would read as "auth on" in one place and "off" in
+            # another: refuse it (unset the variable to run without a token)
+            raise ValueError("api_token is set but empty; unset REWARD_API_TOKEN to disable auth")
         return self

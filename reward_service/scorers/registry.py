@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reward_service.errors import InvalidRequestError, clip_echo
+
 __all__ = ["DEFAULT_SCORER", "SCORERS", "ScorerInfo", "UnknownScorerError", "resolve_scorer"]
 
 MATH_VERIFY_VERSION = "0.9.0"
@@ -82,7 +84,7 @@ _PREFIX_SOURCES: tuple[tuple[str, str], ...] = (
 )
 
 
-class UnknownScorerError(ValueError):
+class UnknownScorerError(InvalidRequestError, ValueError):
     """A request named a scorer that does not exist."""
 
 
@@ -92,7 +94,7 @@ def resolve_scorer(scorer: str | None, data_source: str | None) -> str:
         name = ALIASES.get(scorer, scorer)
         if name not in SCORERS:
             known = ", ".join(sorted([*SCORERS, *ALIASES]))
-            raise UnknownScorerError(f"unknown scorer {scorer!r}; known: {known}")
+            raise UnknownScorerError(f"unknown scorer {clip_echo(scorer)}; known: {known}")
         return name
     if data_source:
         if data_source in _EXACT_SOURCES:

@@ -1,0 +1,83 @@
+"""The one place errors become HTTP answers.
+
+Every error of the service is a :class:`~reward_service.errors.RewardServiceError` that knows
+its status code, public detail and headers; :func:`render` turns one into a JSON answer and
+counts it in ``reward_http_requests_total`` under the *route template* (never the raw URL
+path: 12k distinct 404 paths must not grow ``/metrics`` without bound). FastAPI's and
+Starlette's own errors (validation, 404, 405, undecodable bodies) are translated into the
+tree first, so there is one renderer for all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from reward_service.errors import (
+    InvalidRequestError,
+    RequestError,
+    RewardServiceError,
+)
+from reward_service.metrics import Metrics
+
+__all__ = ["install_error_handlers", "route_label"]
+
+log = logging.getLogger(__name__)
+
+
+def route_label(request: Request) -> str:
+    """The matched route's path template, or ``unmatched``: a bounded label set."""
+    route = request.scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"
+
+
+class _HTTPError(RequestError):
+    """A Starlette/FastAPI HTTP error (404, 405, ...) with its own status and detail."""
+
+    def __init__(self, status_code: int, detail: str,
+                 headers: Mapping[str, str] | None) -> None:
+        super().__init__(detail)
+        self.status_code = status_code  # type: ignore[misc]  # per instance here
+        self._headers = headers
+
+    def headers(self, *, retry_after_s: int) -> Mapping[str, str] | None:
+        return self._headers
+
+
+def install_error_handlers(app: FastAPI, metrics: Metrics, *, retry_after_s: int) -> None:
+    def render(request: Request, exc: RewardServiceError) -> Response:
+        code = exc.status_code
+        metrics.http_requests.labels(route=route_label(request), code=str(code)).inc()
+        if code == 499:  # nobody reads it
+            return Response(status_code=499)
+        if code == 500:
+            log.error("request failed", extra={"route": route_label(request), "error": repr(exc)})
+        return JSONResponse({"detail": exc.detail()}, status_code=code,
+                            headers=exc.headers(retry_after_s=retry_after_s))
+
+    async def on_service_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RewardServiceError)
+        return render(request, exc)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        # FastAPI's default echoes the offending input, which may be megabytes: never do that
+        errors = [{"loc": e.get("loc", ()), "msg": e.get("msg", ""), "type": e.get("type")}
+                  for e in exc.errors()[:20]]
+        return render(request, InvalidRequestError(errors=errors))
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:  # FastAPI's "error parsing the body": undecodable bytes
+            return render(request, InvalidRequestError("request body is not valid UTF-8 JSON"))
+        return render(request, _HTTPError(exc.status_code, str(exc.detail), exc.headers))
+
+    app.add_exception_handler(RewardServiceError, on_service_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
