@@ -71,7 +71,10 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     app.state.pool = pool
     app.state.metrics = metrics
     app.state.service = service
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       budget_bytes=settings.max_inflight_body_bytes,
+                       body_timeout_s=settings.body_timeout_s,
+                       retry_after_s=settings.retry_after_s)
     install_error_handlers(app, metrics, retry_after_s=settings.retry_after_s)
     auth = [Depends(bearer_check(token))]
     app.include_router(score.router(service, auth))

@@ -18,6 +18,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from reward_service import __version__
+from reward_service.api.connections import connection_cap, guarded_protocol, raise_nofile_limit
 from reward_service.app import create_app
 from reward_service.logs import configure_logging
 from reward_service.settings import Settings
@@ -74,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reward-service: invalid settings: {errors}", file=sys.stderr)  # noqa: T201
         return 2
     configure_logging(settings.log_level)
+    nofile = raise_nofile_limit()
+    max_connections = settings.max_connections or connection_cap(
+        nofile, settings.workers, settings.spares)
     app = create_app(settings)
     config = uvicorn.Config(
         app,
@@ -83,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         access_log=args.access_log,
         timeout_graceful_shutdown=math.ceil(settings.drain_s),  # 0: cancel at once
         limit_concurrency=None,
+        http=guarded_protocol(max_connections, settings.header_timeout_s),
     )
     server = _Server(config, on_exit_signal=app.state.pool.drain)
     # A 512-item request allocates ~10k short-lived objects; at the default threshold (700)
@@ -90,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.set_threshold(10_000, 10, 10)
     log.info("starting", extra={"version": __version__, "host": settings.host,
                                 "port": settings.port, "workers": settings.workers,
-                                "sandbox": settings.sandbox})
+                                "sandbox": settings.sandbox, "open_files": nofile,
+                                "max_connections": max_connections})
     server.run()
     if not server.started:
         return 1

@@ -40,7 +40,7 @@ from starlette.responses import Response
 
 from reward_service.errors import ClientDisconnected, InvalidRequestError
 
-__all__ = ["LeanJSONRoute", "unless_disconnected"]
+__all__ = ["LeanJSONRoute", "body_error", "unless_disconnected"]
 
 
 def _is_json(content_type: str) -> bool:
@@ -56,9 +56,17 @@ def _decode(raw: bytes) -> Any:
         pass
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        reason = "not valid UTF-8" if isinstance(exc, UnicodeDecodeError) else "not valid JSON"
-        raise InvalidRequestError.at(("body",), f"request body is {reason}", "json_invalid") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise InvalidRequestError.at(("body",), body_error(exc), "json_invalid") from None
+
+
+def body_error(exc: BaseException | None) -> str:
+    """Why a body could not be decoded, in words (a 2,000-deep array is not a server error)."""
+    if isinstance(exc, RecursionError):
+        return "request body is nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return "request body is not valid UTF-8"
+    return "request body is not valid JSON"
 
 
 async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:

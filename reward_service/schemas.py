@@ -29,10 +29,12 @@ class ScoreItem(BaseModel):
     response: str = Field(description="The model's full response text.")
     ground_truth: str = Field(description="The reference answer (e.g. '18', '\\frac{1}{2}').")
     data_source: str | None = Field(
-        None, description="Dataset name used for routing, e.g. 'openai/gsm8k' (verl style)."
+        None, max_length=256,
+        description="Dataset name used for routing, e.g. 'openai/gsm8k' (verl style).",
     )
     scorer: str | None = Field(
-        None, description="Scorer to use; overrides routing. See GET /v1/info for the list."
+        None, max_length=64,
+        description="Scorer to use; overrides routing. See GET /v1/info for the list.",
     )
     id: str | None = Field(None, max_length=256, description="Echoed back in the result.")
     extra: dict[str, Any] | None = Field(

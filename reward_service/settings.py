@@ -59,6 +59,22 @@ class Settings(BaseSettings):
     max_response_chars: int = Field(8_000_000, ge=1, description="Characters per response.")
     max_ground_truth_chars: int = Field(100_000, ge=1, description="Characters per ground truth.")
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Request body size.")
+    max_inflight_body_bytes: int = Field(
+        256 * 1024 * 1024, ge=1024,
+        description="All request bodies being read or handled at once (more: 503 + Retry-After).",
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, description="Longest wait for the next part of a request body (then 408).")
+    header_timeout_s: float = Field(
+        15.0, gt=0,
+        description="A connection must send a request's headers within this long of opening "
+        "or of its previous response, else it is closed (idle connections hold descriptors).",
+    )
+    max_connections: int | None = Field(
+        None, ge=1,
+        description="Open client connections; more are answered 503 and closed at once "
+        "(default: the open-file limit less a reserve for the worker pool).",
+    )
     cache_items: int = Field(
         100_000, ge=0, description="Verdicts kept across requests (LRU; 0 disables)."
     )
@@ -91,6 +107,8 @@ class Settings(BaseSettings):
             raise ValueError("default_timeout_s must not exceed max_timeout_s")
         if self.max_items > self.max_queue_items:
             raise ValueError("max_items must not exceed max_queue_items")
+        if self.max_inflight_body_bytes < self.max_body_bytes:
+            raise ValueError("max_inflight_body_bytes must be at least max_body_bytes")
         if self.api_token is not None and not self.api_token.get_secret_value().strip():
             # an empty REWARD_API_TOKEN= would read as "auth on" in one place and "off" in
             # another: refuse it (unset the variable to run without a token)

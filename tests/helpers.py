@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -67,7 +67,9 @@ def read_jsonl(name: str) -> list[dict]:
 class Service:
     """``python -m reward_service serve`` on a free loopback port, stopped on exit."""
 
-    def __init__(self, **env: str | int | float) -> None:
+    def __init__(self, *, preexec_fn: Callable[[], None] | None = None,
+                 **env: str | int | float) -> None:
+        self.preexec_fn = preexec_fn  # e.g. lower the server's RLIMIT_NOFILE
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -87,6 +89,7 @@ class Service:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "reward_service", "serve"],
             env=self.env, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT,
+            preexec_fn=self.preexec_fn,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

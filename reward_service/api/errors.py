@@ -24,6 +24,7 @@ from reward_service.errors import (
     RewardServiceError,
 )
 from reward_service.metrics import Metrics
+from reward_service.routing import body_error
 
 __all__ = ["install_error_handlers", "route_label"]
 
@@ -74,8 +75,8 @@ def install_error_handlers(app: FastAPI, metrics: Metrics, *, retry_after_s: int
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        if exc.status_code == 400:  # FastAPI's "error parsing the body": undecodable bytes
-            return render(request, InvalidRequestError("request body is not valid UTF-8 JSON"))
+        if exc.status_code == 400:  # FastAPI's "error parsing the body", raised from the cause
+            return render(request, InvalidRequestError(body_error(exc.__cause__)))
         return render(request, _HTTPError(exc.status_code, str(exc.detail), exc.headers))
 
     app.add_exception_handler(RewardServiceError, on_service_error)

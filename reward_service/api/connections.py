@@ -1,0 +1,119 @@
+"""Connection guards for uvicorn: a cap on open connections and a deadline for request headers.
+
+uvicorn arms its keep-alive timer only after a first response, so a connection that never
+sends a request is held forever; ~20k of them exhausted the server's file descriptors, after
+which the pool could not open the pipes of a replacement worker. :func:`guarded_protocol`
+returns uvicorn's httptools protocol with two changes:
+
+* **cap**: at ``max_connections``, a new connection closes the connection that has waited
+  longest for request headers (an idle one); if every connection has a request in progress,
+  the new one gets ``503`` (``Retry-After``) and is closed at once. Idle connections cannot
+  crowd out a client that sends a request, and descriptors stay bounded;
+* **header deadline**: every connection must complete a request's headers within
+  ``header_timeout_s`` of being opened, or of its previous response; otherwise it is closed
+  (idle connections and slowloris-style partial headers alike). The body has its own
+  deadline (``api.guards.BodyLimitMiddleware``).
+
+:func:`connection_cap` sizes the cap from the process's open-file limit, leaving a reserve
+for the worker pool (two pipes per worker, the zygote's socket, logs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+__all__ = ["FD_RESERVE", "connection_cap", "guarded_protocol", "raise_nofile_limit"]
+
+log = logging.getLogger(__name__)
+
+#: File descriptors kept free for everything that is not a client connection: the pool's
+#: pipes (2 per worker), the zygote's control socket, the listener, logs, /proc reads.
+FD_RESERVE = 128
+
+_REFUSED_BODY = b'{"detail":"too many open connections; retry later"}'
+_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            b"retry-after: 1\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+            % (len(_REFUSED_BODY), _REFUSED_BODY))
+
+
+def raise_nofile_limit() -> int:
+    """Raise the soft open-file limit to the hard one; return the soft limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
+def connection_cap(nofile: int, workers: int, spares: int) -> int:
+    """Connections allowed with ``nofile`` descriptors: what is left after the reserve."""
+    reserve = FD_RESERVE + 4 * (workers + spares)
+    return max(8, nofile - reserve)
+
+
+def guarded_protocol(max_connections: int, header_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with a connection cap and a request-header deadline."""
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _header_timer: asyncio.TimerHandle | None = None  # armed while waiting for headers
+        _idle_since = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections and not self._evict_idle():
+                transport.write(_REFUSED)
+                transport.close()
+                log.warning("connection refused: cap reached, no idle connection to close",
+                            extra={"connections": len(self.connections),
+                                   "max_connections": max_connections})
+                return
+            self._arm_header_timer()
+
+        def _evict_idle(self) -> bool:
+            """Close the connection that has waited longest for request headers."""
+            idle = [c for c in self.connections
+                    if isinstance(c, GuardedHttpToolsProtocol) and c is not self
+                    and c._header_timer is not None and not c.transport.is_closing()]
+            if not idle:
+                return False
+            oldest = min(idle, key=lambda c: c._idle_since)
+            oldest._cancel_header_timer()
+            oldest.transport.close()
+            return True
+
+        def _arm_header_timer(self) -> None:
+            self._cancel_header_timer()
+            self._idle_since = self.loop.time()
+            self._header_timer = self.loop.call_later(header_timeout_s, self._headers_late)
+
+        def _cancel_header_timer(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def on_headers_complete(self) -> None:
+            self._cancel_header_timer()
+            super().on_headers_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm_header_timer()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_header_timer()
+            super().connection_lost(exc)
+
+    return GuardedHttpToolsProtocol
