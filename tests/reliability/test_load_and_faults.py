@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -33,6 +34,35 @@ CLIENTS = 32
 def _workers(svc: Service) -> list[int]:
     assert svc.proc is not None
     return [pid for z in children_of(svc.proc.pid) for pid in children_of(z)]
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _busy_worker(svc: Service, rnd: random.Random) -> int | None:
+    """A worker that is scoring right now (its CPU time grows), not an idle spare."""
+    pids = _workers(svc)
+    before = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            before[pid] = _cpu_ticks(pid)
+    time.sleep(0.3)
+    busy = []
+    for pid, t in before.items():
+        with contextlib.suppress(OSError):
+            if _cpu_ticks(pid) > t:
+                busy.append(pid)
+    return rnd.choice(busy) if busy else None
+
+
+def _restarts(svc: Service, reason: str) -> float:
+    for line in httpx.get(svc.url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(f'reward_worker_restarts_total{{reason="{reason}"}}'):
+            return float(line.split()[-1])
+    return 0.0
 
 
 def _assert_nothing_lost(stats) -> None:  # type: ignore[no-untyped-def]
@@ -76,10 +106,9 @@ def test_random_worker_kills_under_load_fail_only_held_items(record: dict) -> No
             rnd = random.Random(0)
             end = time.monotonic() + SECONDS - 1
             while time.monotonic() < end:
-                time.sleep(0.7)
-                pids = _workers(svc)
-                if pids:
-                    victim = rnd.choice(pids)
+                time.sleep(0.4)
+                victim = _busy_worker(svc, rnd)  # an active worker, never an idle spare
+                if victim is not None:
                     os.kill(victim, signal.SIGKILL)
                     kills.append(victim)
 
@@ -88,8 +117,10 @@ def test_random_worker_kills_under_load_fail_only_held_items(record: dict) -> No
         s = stats.summary()
         record.update(summary=s, workers_killed=len(kills))
         assert kills
-        # only the items the killed workers held (or spares: none) failed, each as "error"
-        assert s["statuses"].get("error", 0) <= len(kills), s
+        # each kill hit a busy worker and cost the item it held, as "error", and nothing else
+        # (a worker killed between two items of a chunk holds none: at most one per kill)
+        assert 1 <= s["statuses"].get("error", 0) <= len(kills), s
+        assert _restarts(svc, "crash") == len(kills)
         assert s["statuses"].keys() <= {"correct", "incorrect", "error"}, s
         assert wait_until(lambda: not [p for p in kills if alive(p)], 2.0), [
             p for p in kills if alive(p)
@@ -100,18 +131,27 @@ def test_sigstopped_worker_under_load_times_out_one_item(record: dict) -> None:
     with Service() as svc:
         assert svc.proc is not None
 
+        stopped: list[int] = []
+
         def stopper() -> None:
             time.sleep(1.0)
-            os.kill(_workers(svc)[0], signal.SIGSTOP)
+            victim = None
+            while victim is None:
+                victim = _busy_worker(svc, random.Random(0))  # scoring: it holds an item
+            os.kill(victim, signal.SIGSTOP)
+            stopped.append(victim)
 
         stats = run_load(svc.url, svc.proc.pid, clients=CLIENTS, seconds=SECONDS, timeout_s=1.0,
                          during=stopper)
         _assert_nothing_lost(stats)
         s = stats.summary()
         record.update(summary=s)
-        # the stopped worker held one item (a spare takes over); an idle spare may be the
-        # one stopped, then nothing times out
-        assert s["statuses"].get("timeout", 0) <= 1, s
+        # the stopped worker was scoring: the item it held, and only that one, timed out; the
+        # worker was killed and a spare took its place
+        assert stopped
+        assert s["statuses"].get("timeout", 0) == 1, s
+        assert _restarts(svc, "timeout") == 1
+        assert wait_until(lambda: not alive(stopped[0]), 5.0)
 
 
 @pytest.mark.needs_data
