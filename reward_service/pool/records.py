@@ -47,6 +47,7 @@ class PoolStatus:
     ready: bool
     draining: bool
     restarts: dict[str, int]
+    start_failures: int = 0  # consecutive failed starts of a worker or the zygote
 
 
 @dataclass(slots=True, eq=False)

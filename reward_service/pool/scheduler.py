@@ -26,7 +26,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reward_service.errors import DrainingError, OverloadedError, PoolStartError
@@ -65,6 +65,7 @@ class WorkerPool:
         self._draining = False  # no new submissions (SIGTERM); in-flight work still runs
         self._started = False
         self._watchdog: asyncio.Task[None] | None = None
+        self._changed: asyncio.Event | None = None  # set at each change while someone waits
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -136,6 +137,7 @@ class WorkerPool:
             ready=self.ready,
             draining=self._draining,
             restarts=dict(self._crew.restarts),
+            start_failures=self._crew.start_failures,
         )
 
     def worker_pids(self, state: WorkerState | None = None) -> list[int]:
@@ -147,6 +149,28 @@ class WorkerPool:
     @property
     def zygote_pid(self) -> int | None:
         return self._crew.zygote_pid
+
+    def busy_worker_pids(self) -> list[int]:
+        """Pids of the workers holding an item right now (it may be running or about to)."""
+        return [
+            w.pid for w in self._crew.workers
+            if w.pid is not None and w.state in ("active", "retiring") and w.current() is not None
+        ]
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds; it is checked again after every change of the
+        pool's state (an item sent or answered, a worker started, promoted or lost) and at
+        every watchdog tick. For tests and probes that must wait on the pool, not on a clock:
+        bound it with ``asyncio.wait_for``."""
+        while not predicate():
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            changed, self._changed = self._changed, None
+            changed.set()
 
     # ------------------------------------------------------------------ submit
     async def submit(self, tasks: Sequence[Task]) -> list[Outcome]:
@@ -207,6 +231,7 @@ class WorkerPool:
         w.inflight.append(chunk)
         assert w.ch is not None
         w.ch.send({"op": "score", "items": items})
+        self._notify()
 
     def _resolve(self, p: Pending, verdict: Verdict, elapsed: float) -> None:
         if p.resolve(verdict, elapsed):
@@ -234,6 +259,7 @@ class WorkerPool:
             w.inflight.popleft()
             self._crew.after_chunk(w)
             self._pump()
+        self._notify()
 
     def on_worker_down(self, w: Worker) -> None:
         """Requeue a dead worker's unstarted items at the front of the queue."""
@@ -251,6 +277,7 @@ class WorkerPool:
 
     def on_capacity(self) -> None:
         self._pump()
+        self._notify()
 
     # ------------------------------------------------------------------ watchdog
     async def _watch(self) -> None:
