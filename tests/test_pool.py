@@ -215,3 +215,28 @@ def test_a_cancelled_request_frees_its_capacity_and_others_are_unaffected() -> N
 
     _run(scenario)
 
+
+def test_zygote_restarts_count_one_failed_start_each_and_none_for_a_healthy_one() -> None:
+    """A zygote that served and then died is restarted without counting a failed start; one
+    that never becomes ready (SIGSTOP while it warms up) is killed after
+    ``worker_start_timeout_s`` and counts exactly one (it counted two, and every loss one
+    more, so "5 consecutive failures" acted like 3)."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        first = pool.zygote_pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        await _until(pool, lambda: pool.zygote_pid not in (None, first))
+        st = pool.status()
+        assert st.restarts.get("zygote") == 1 and st.start_failures == 0, st
+        second = pool.zygote_pid
+        assert second is not None
+        os.kill(second, signal.SIGSTOP)  # it never sends READY
+        await _until(pool, lambda: pool.zygote_pid not in (None, second))
+        st = pool.status()
+        assert st.restarts.get("zygote") == 2 and st.start_failures == 1, st
+        assert not alive(second)  # killed (SIGKILL works on a stopped process) and reaped
+        await _capacity(pool, 1, 0)
+        assert pool.status().start_failures == 0  # a worker started: the streak is over
+
+    _run(scenario, workers=1, spares=0, worker_start_timeout_s=15.0)

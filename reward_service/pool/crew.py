@@ -173,20 +173,30 @@ class Crew:
         if w is not None and w.ch is not None:
             w.ch.exited, w.ch.returncode = True, returncode
 
-    def zygote_lost(self, how: str) -> None:
-        """The zygote died: its workers die with it (PDEATHSIG); start a new one."""
+    def zygote_lost(self, how: str, *, failed_start: bool) -> None:
+        """The zygote died: its workers die with it (PDEATHSIG); start a new one. A zygote
+        that never became ready (or stopped answering) is one failed start, and the next one
+        waits for the backoff; one that served and then died is restarted at once."""
         if self.stopped:
             return
-        log.error("restarting the zygote", extra={"exit": how})
         self.count_restart("zygote")
         for w in self.workers:  # they are gone or going: PDEATHSIG
             if w.ch is not None:
                 w.ch.exited = w.ch.exited or w.ch.pid is None or w.ch.gone()
         self._spawning.clear()
+        log.error("restarting the zygote", extra={"exit": how, "failed_start": failed_start})
+        if failed_start:
+            self._start_failed(f"zygote failed: {how}")  # the watchdog restarts it
+        else:
+            self._start_zygote()
+
+    def _zygote_failed(self, reason: str) -> None:
+        """The zygote does not do its job (no READY in time): kill it, count one failed
+        start, start another."""
         assert self._zygote is not None
-        if not self._zygote.ready and self._zygote.started_at:
-            self.start_failures += 1
-        self._start_zygote()
+        log.error("killing the zygote", extra={"reason": reason})
+        self._zygote.kill()
+        self.zygote_lost(reason, failed_start=True)
 
     # ------------------------------------------------------------------ capacity
     def _spawn(self) -> None:
@@ -351,12 +361,13 @@ class Crew:
             if (late_start or late_stop) and w.ch is not None:
                 w.ch.kill()
         z = self._zygote
-        if (
+        if z is not None and not z.connected and not self.stopped and now >= self._next_spawn_at:
+            self._start_zygote()
+        elif (
             z is not None and z.connected and not z.ready
             and now - z.started_at > self._s.worker_start_timeout_s
         ):
-            self._start_failed("zygote not ready in time")
-            self.zygote_lost(z.kill())
+            self._zygote_failed(f"zygote not ready within {self._s.worker_start_timeout_s:g}s")
         self.ensure_capacity()
 
 

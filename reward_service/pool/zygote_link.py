@@ -40,7 +40,7 @@ class ZygoteEvents(Protocol):
     def worker_spawned(self, spawn_id: int, pid: int) -> None: ...
     def spawn_failed(self, spawn_id: int, reason: str) -> None: ...
     def worker_exited(self, pid: int, returncode: int) -> None: ...
-    def zygote_lost(self, how: str) -> None: ...
+    def zygote_lost(self, how: str, *, failed_start: bool) -> None: ...
 
 
 class ZygoteLink:
@@ -179,9 +179,10 @@ class ZygoteLink:
         self.ready = False
 
     def _lost(self) -> None:
+        was_ready = self.ready
         how = self.kill()
-        log.error("zygote lost", extra={"exit": how})
-        self._events.zygote_lost(how)
+        log.error("zygote lost", extra={"exit": how, "was_ready": was_ready})
+        self._events.zygote_lost(how, failed_start=not was_ready)
 
     def kill(self) -> str:
         """SIGKILL the zygote's group, reap it, close the socket; returns how it ended."""
