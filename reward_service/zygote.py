@@ -7,12 +7,11 @@ tens of milliseconds instead of the ~1 s a cold interpreter needs, so replacing 
 does not eat the CPU the others are scoring with. This is multiprocessing's ``forkserver``
 model, with the fork made from a process that never starts a thread.
 
-Control socket (SOCK_SEQPACKET, one JSON message per packet):
+Control socket: SOCK_SEQPACKET, one typed record per packet, defined in ``control.py`` (the
+supervisor's side, ``pool/zygote_link.py``, uses the same module):
 
-    server → zygote  {"op": "spawn", "id": n}  + SCM_RIGHTS [task_read_fd, result_write_fd]
-    zygote → server  {"op": "ready"}
-                     {"op": "spawned", "id": n, "pid": p} | {"op": "spawn_failed", "id": n, ...}
-                     {"op": "exited", "pid": p, "returncode": rc}   (negative: killed by signal)
+    server → zygote  Spawn(id)  + SCM_RIGHTS [task_read_fd, result_write_fd]
+    zygote → server  Ready() | Spawned(id, pid) | SpawnFailed(id, reason) | Exited(pid, rc)
 
 The zygote reaps its children and reports their exit. It dies with the server (PDEATHSIG);
 its workers die with it (PDEATHSIG). On EOF of the control socket it SIGKILLs every worker
@@ -32,13 +31,14 @@ import traceback
 
 import orjson
 
+from reward_service import control
 from reward_service.sandbox import SandboxConfig, set_parent_death_signal
 
 __all__ = ["main"]
 
 
-def _send(sock: socket.socket, msg: dict[str, object]) -> None:
-    sock.send(orjson.dumps(msg))
+def _send(sock: socket.socket, msg: control.Message) -> None:
+    sock.send(control.encode(msg))
 
 
 def _reap(sock: socket.socket, children: set[int]) -> None:
@@ -51,7 +51,7 @@ def _reap(sock: socket.socket, children: set[int]) -> None:
             return
         children.discard(pid)
         rc = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        _send(sock, {"op": "exited", "pid": pid, "returncode": rc})
+        _send(sock, control.Exited(pid=pid, returncode=rc))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,20 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()  # the warm heap is shared copy-on-write with every worker: keep gc off it
     me = os.getpid()
     children: set[int] = set()
-    _send(sock, {"op": "ready"})
+    _send(sock, control.Ready())
     while True:
         readable, _, _ = select.select([sock], [], [], 0.02)
         _reap(sock, children)
         if not readable:
             continue
         try:
-            data, fds, _, _ = socket.recv_fds(sock, 4096, 4)
+            data, fds, _, _ = socket.recv_fds(sock, control.MAX_PACKET, 4)
         except OSError:
             data, fds = b"", []
         if not data:
             break
-        msg = orjson.loads(data)
-        if msg.get("op") != "spawn" or len(fds) != 2:
+        try:
+            msg = control.decode(data)
+        except control.ControlError:
+            msg = None
+        if not isinstance(msg, control.Spawn) or len(fds) != 2:
             for fd in fds:
                 os.close(fd)
             continue
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             pid = os.fork()
         except OSError as exc:
-            _send(sock, {"op": "spawn_failed", "id": msg["id"], "reason": str(exc)})
+            _send(sock, control.SpawnFailed(id=msg.id, reason=str(exc)))
             os.close(in_fd)
             os.close(out_fd)
             continue
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         os.close(in_fd)
         os.close(out_fd)
         children.add(pid)
-        _send(sock, {"op": "spawned", "id": msg["id"], "pid": pid})
+        _send(sock, control.Spawned(id=msg.id, pid=pid))
     # The server is gone or stopping: take every worker down with us.
     for pid in children:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -52,30 +52,37 @@ def _items(n: int, timeout_s: float = 5.0) -> tuple[list[Task], list[str]]:
     return tasks, expected
 
 
-async def _capacity(pool: WorkerPool, active: int, spare: int, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
+# Waits on the pool's own events are bounded only against a hang: the bound is not the point,
+# so it is wide enough for a machine whose cores are busy with other work.
+_HANG_GUARD_S = 120.0
+
+
+async def _until(pool: WorkerPool, predicate: Callable[[], bool]) -> None:
+    await asyncio.wait_for(pool.until(predicate), _HANG_GUARD_S)
+
+
+async def _capacity(pool: WorkerPool, active: int, spare: int) -> None:
+    def full() -> bool:
         st = pool.status()
-        if st.active == active and st.spare == spare:
-            return True
-        await asyncio.sleep(0.02)
-    return False
+        return st.active == active and st.spare == spare
+
+    await _until(pool, full)
 
 
 def test_sigkill_mid_batch_costs_at_most_the_held_item() -> None:
     async def scenario(pool: WorkerPool) -> None:
         tasks, expected = _items(3000)
         job = asyncio.create_task(pool.submit(tasks))
-        await asyncio.sleep(0.4)
-        victim = pool.worker_pids("active")[0]
+        await _until(pool, lambda: len(pool.busy_worker_pids()) == 2)
+        victim = pool.busy_worker_pids()[0]  # it holds an item: the kill must cost exactly it
         os.kill(victim, signal.SIGKILL)
         outcomes = await job
         statuses = [o.verdict.status for o in outcomes]
         errors = [(i, o.verdict.reason) for i, o in enumerate(outcomes) if o.verdict.status == "error"]
-        assert len(errors) <= 1, errors
+        assert len(errors) == 1, errors
         assert all("crashed" in (reason or "") and "SIGKILL" in (reason or "") for _, reason in errors)
         assert [s for i, s in enumerate(statuses) if s != expected[i] and s != "error"] == []
-        assert await _capacity(pool, 2, 1, within_s=5.0), pool.status()
+        await _capacity(pool, 2, 1)
         assert victim not in pool.worker_pids()
         assert pool.status().restarts.get("crash") == 1
 
@@ -93,8 +100,9 @@ def test_sigstop_hang_times_out_and_spare_takes_over() -> None:
         statuses = [o.verdict.status for o in outcomes]
         assert statuses.count("timeout") == 1
         assert [s for s, e in zip(statuses, expected, strict=True) if s not in (e, "timeout")] == []
-        assert wall < 3.0, wall
-        assert await _capacity(pool, 2, 1, within_s=5.0)
+        # the stopped worker would hold its item forever: seconds show the deadline held
+        assert wall < 20.0, wall
+        await _capacity(pool, 2, 1)
 
     _run(scenario)
 
@@ -109,9 +117,10 @@ def test_more_simultaneous_hangs_than_spares() -> None:
         statuses = [o.verdict.status for o in outcomes]
         assert statuses[:5] == ["timeout"] * 5
         assert statuses[5:] == expected
-        # 5 hangs of 1 s on 2 workers: 3 rounds, plus respawns
-        assert wall < 6.0, wall
-        assert await _capacity(pool, 2, 1, within_s=5.0)
+        # 5 hangs of 1 s on 2 workers: 3 rounds, plus respawns (~3 s on an idle machine); each
+        # hang alone runs for minutes, so seconds show every deadline held
+        assert wall < 30.0, wall
+        await _capacity(pool, 2, 1)
         assert pool.status().restarts["timeout"] == 5
 
     _run(scenario)
@@ -136,7 +145,7 @@ def test_recycling_after_k_items_loses_nothing() -> None:
         outcomes = await pool.submit(tasks)
         assert [o.verdict.status for o in outcomes] == expected
         assert pool.status().restarts.get("recycle_items", 0) >= 4
-        assert await _capacity(pool, 2, 1, within_s=5.0)
+        await _capacity(pool, 2, 1)
 
     pids = _run(scenario, recycle_after_items=100, chunk_size=16)
     assert len(pids) >= 6
@@ -184,9 +193,10 @@ def test_a_cancelled_request_frees_its_capacity_and_others_are_unaffected() -> N
         big, _ = _items(3000)
         small, expected = _items(200)
         doomed = asyncio.create_task(pool.submit(big))
-        await asyncio.sleep(0.3)
+        await _until(pool, lambda: len(pool.busy_worker_pids()) == 2)
         kept = asyncio.create_task(pool.submit(small))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0)  # one turn of the loop: ``submit`` queues before it awaits
+        assert not doomed.done() and not kept.done()
         doomed.cancel()
         try:
             await doomed
@@ -196,12 +206,37 @@ def test_a_cancelled_request_frees_its_capacity_and_others_are_unaffected() -> N
             raise AssertionError("the request should have been cancelled")
         outcomes = await kept
         assert [o.verdict.status for o in outcomes] == expected
-        deadline = time.monotonic() + 5.0
-        while pool.status().outstanding_items and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await _until(pool, lambda: pool.status().outstanding_items == 0)
+        await _until(pool, lambda: not pool.busy_worker_pids())  # its chunks on workers finish
         st = pool.status()
         assert st.outstanding_items == 0 and st.queued_chunks == 0, st
         again = await pool.submit(small)  # the pool is not left in a broken state
         assert [o.verdict.status for o in again] == expected
 
     _run(scenario)
+
+
+def test_zygote_restarts_count_one_failed_start_each_and_none_for_a_healthy_one() -> None:
+    """A zygote that served and then died is restarted without counting a failed start; one
+    that never becomes ready (SIGSTOP while it warms up) is killed after
+    ``worker_start_timeout_s`` and counts exactly one (it counted two, and every loss one
+    more, so "5 consecutive failures" acted like 3)."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        first = pool.zygote_pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        await _until(pool, lambda: pool.zygote_pid not in (None, first))
+        st = pool.status()
+        assert st.restarts.get("zygote") == 1 and st.start_failures == 0, st
+        second = pool.zygote_pid
+        assert second is not None
+        os.kill(second, signal.SIGSTOP)  # it never sends READY
+        await _until(pool, lambda: pool.zygote_pid not in (None, second))
+        st = pool.status()
+        assert st.restarts.get("zygote") == 2 and st.start_failures == 1, st
+        assert not alive(second)  # killed (SIGKILL works on a stopped process) and reaped
+        await _capacity(pool, 1, 0)
+        assert pool.status().start_failures == 0  # a worker started: the streak is over
+
+    _run(scenario, workers=1, spares=0, worker_start_timeout_s=15.0)

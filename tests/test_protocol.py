@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reward_service import protocol
+from reward_service import control, protocol
 
 _MESSAGES = st.lists(
     st.dictionaries(st.text(max_size=5), st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=50)),
@@ -35,3 +35,37 @@ def test_oversized_and_malformed_frames_are_protocol_errors() -> None:
         protocol.FrameDecoder().feed(protocol._HEADER.pack(protocol.MAX_FRAME + 1))
     with pytest.raises(protocol.ProtocolError):
         protocol.FrameDecoder().feed(protocol._HEADER.pack(3) + b"{x}")
+
+
+# ---------------------------------------------------------------- the zygote control protocol
+_CONTROL = st.one_of(
+    st.builds(control.Spawn, id=st.integers(0, 2**31)),
+    st.just(control.Ready()),
+    st.builds(control.Spawned, id=st.integers(0, 2**31), pid=st.integers(1, 2**22)),
+    st.builds(control.SpawnFailed, id=st.integers(0, 2**31), reason=st.text(max_size=200)),
+    st.builds(control.Exited, pid=st.integers(1, 2**22), returncode=st.integers(-64, 255)),
+)
+
+
+@given(msg=_CONTROL)
+def test_control_records_round_trip_within_one_packet(msg: control.Message) -> None:
+    data = control.encode(msg)
+    assert len(data) <= control.MAX_PACKET
+    assert control.decode(data) == msg
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        b"not json",
+        b"[1]",
+        b'{"op": "nope"}',
+        b'{"op": "spawned", "id": 1}',  # a field missing
+        b'{"op": "spawned", "id": 1, "pid": "7"}',  # a field of the wrong type
+        b'{"op": "spawned", "id": 1, "pid": true}',
+        b'{"op": "ready", "extra": 1}',  # a field too many
+    ],
+)
+def test_control_packets_that_are_not_records_are_refused(packet: bytes) -> None:
+    with pytest.raises(control.ControlError):
+        control.decode(packet)

@@ -1,0 +1,114 @@
+"""The pool's records: what ``submit`` takes and returns, and how it tracks a request.
+
+Pure data and one pure function (``chunk_sizes``); no I/O, no imports from the rest of the
+pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reward_service.scorers.base import Verdict
+
+__all__ = ["Chunk", "Outcome", "Pending", "PoolStatus", "Request", "Task", "chunk_sizes"]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One item to score."""
+
+    scorer: str
+    response: str
+    ground_truth: str
+    timeout_s: float
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What came back for a task: the verdict and the time it took on a worker."""
+
+    verdict: Verdict
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStatus:
+    active: int
+    spare: int
+    starting: int
+    retiring: int
+    outstanding_items: int
+    queued_chunks: int
+    ready: bool
+    draining: bool
+    restarts: dict[str, int]
+    start_failures: int = 0  # consecutive failed starts of a worker or the zygote
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """One ``submit`` call: its outcomes fill in as they come; ``done`` is set by the last."""
+
+    outcomes: list[Outcome | None]
+    left: int
+    done: asyncio.Future[None]
+    cancelled: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class Pending:
+    """One item of a request, from ``submit`` until it is answered."""
+
+    task: Task
+    req: Request
+    index: int  # position in the request's outcomes
+    seq: int
+    resolved: bool = False
+
+    @property
+    def wanted(self) -> bool:
+        """Still worth scoring: not answered, and its request still waits for it."""
+        return not self.resolved and not self.req.cancelled
+
+    def resolve(self, verdict: Verdict, elapsed: float) -> bool:
+        """Record the outcome; True when it counted (the item was still wanted)."""
+        if not self.wanted:
+            return False
+        self.resolved = True
+        req = self.req
+        req.outcomes[self.index] = Outcome(verdict, elapsed)
+        req.left -= 1
+        if req.left == 0 and not req.done.done():
+            req.done.set_result(None)
+        return True
+
+
+@dataclass(slots=True, eq=False)
+class Chunk:
+    """Items sent to a worker in one message; ``done`` of them are answered."""
+
+    items: list[Pending]
+    done: int = 0
+
+    @property
+    def req(self) -> Request:
+        return self.items[0].req
+
+
+def chunk_sizes(n: int, cap: int, workers: int) -> list[int]:
+    """Chunk sizes for a request of ``n`` items: at most ``cap``, shrinking towards the end
+    (each chunk at most a quarter of the rest per worker pair), so the request's last items
+    are spread over every worker instead of one worker finishing a full chunk, with another
+    queued behind it, while the others idle. Sums to ``n``."""
+    sizes: list[int] = []
+    left = n
+    while left > 0:
+        size = max(1, min(cap, math.ceil(left / (2 * workers))))
+        sizes.append(size)
+        left -= size
+    return sizes

@@ -1,0 +1,304 @@
+"""The scheduler: ``WorkerPool``, the one object the app talks to.
+
+It cuts each request into chunks, gives chunks to the least-busy active worker (at most
+``chunks_in_flight`` each), enforces every item's deadline from the moment a worker starts it,
+requeues what a dead worker held, and runs the watchdog. Processes are the crew's business
+(``crew.py``); this module sees workers only as records with a queue of chunks.
+
+* **Timeout**: the watchdog has the crew SIGKILL the worker's process group; the item becomes
+  ``timeout``, the worker's unstarted items go back to the front of the queue, a warm spare
+  becomes active (capacity never drops), and a new spare is spawned.
+* **Crash** (segfault, OOM kill, exit): the same; the item becomes ``error`` with the exit
+  status once the crew has reaped the process. A crash is not a timeout.
+* **Start failure**: retried with backoff; a strict-sandbox refusal is fatal for ``start``.
+  If no worker can be started for a while, queued items fail with ``error`` instead of
+  waiting forever.
+* **Overload**: more than ``max_queue_items`` outstanding → ``OverloadedError`` (HTTP 503).
+* ``stop`` (lifespan shutdown, after the server drained requests): refuses new work, fails
+  what is left, has the crew stop every worker and the zygote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from reward_service.errors import DrainingError, OverloadedError, PoolStartError
+from reward_service.pool.crew import Crew, Worker, WorkerState
+from reward_service.pool.records import (
+    Chunk,
+    Outcome,
+    Pending,
+    PoolStatus,
+    Request,
+    Task,
+    chunk_sizes,
+)
+from reward_service.scorers.base import Verdict
+from reward_service.settings import Settings
+
+if TYPE_CHECKING:
+    from reward_service.metrics import Metrics
+
+__all__ = ["WorkerPool"]
+
+log = logging.getLogger(__name__)
+
+_TICK_S = 0.02
+
+
+class WorkerPool:
+    """Supervisor of the worker processes. Create, ``await start()``, ``submit``, ``stop``."""
+
+    def __init__(self, settings: Settings, *, metrics: Metrics | None = None) -> None:
+        self._s = settings
+        self._crew = Crew(settings, self, metrics=metrics)
+        self._queue: deque[Chunk] = deque()
+        self._seq = itertools.count()
+        self._outstanding = 0
+        self._draining = False  # no new submissions (SIGTERM); in-flight work still runs
+        self._started = False
+        self._watchdog: asyncio.Task[None] | None = None
+        self._changed: asyncio.Event | None = None  # set at each change while someone waits
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Spawn the workers and wait until ``workers`` of them are warm."""
+        self._started = True
+        crew = self._crew
+        crew.start(asyncio.get_running_loop())
+        self._watchdog = asyncio.create_task(self._watch(), name="reward-pool-watchdog")
+        deadline = time.monotonic() + self._s.worker_start_timeout_s
+        try:
+            while crew.count("active") < self._s.workers:
+                if crew.fatal or crew.start_failures >= 3:
+                    raise PoolStartError(
+                        crew.fatal or crew.last_start_error or "workers keep dying"
+                    )
+                if time.monotonic() > deadline:
+                    raise PoolStartError(
+                        f"{crew.count('active')}/{self._s.workers} workers ready after "
+                        f"{self._s.worker_start_timeout_s:.0f}s"
+                    )
+                await asyncio.sleep(0.02)
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("pool ready", extra={"workers": self._s.workers, "spares": self._s.spares})
+
+    async def stop(self) -> None:
+        """Refuse new work, fail what is left, stop every worker; nothing is left running."""
+        self._draining = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
+            self._watchdog = None
+        for w in await self._crew.stop():
+            for chunk in w.inflight:
+                for p in chunk.items:
+                    self._resolve(p, Verdict("error", reason="service shutting down"), 0.0)
+            w.inflight.clear()
+        self._fail_queue("service shutting down")
+        log.info("pool stopped")
+
+    @property
+    def ready(self) -> bool:
+        return self._started and not self._draining and self._crew.count("active") > 0
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    def drain(self) -> None:
+        """Stop taking new work (SIGTERM): in-flight work still finishes."""
+        self._draining = True
+
+    @property
+    def sandbox_report(self) -> dict[str, Any]:
+        """What the last worker to start reported about its sandbox layers."""
+        return self._crew.sandbox_report
+
+    def status(self) -> PoolStatus:
+        count = self._crew.count
+        return PoolStatus(
+            active=count("active"),
+            spare=count("spare"),
+            starting=count("starting"),
+            retiring=count("retiring") + count("stopping"),
+            outstanding_items=self._outstanding,
+            queued_chunks=len(self._queue),
+            ready=self.ready,
+            draining=self._draining,
+            restarts=dict(self._crew.restarts),
+            start_failures=self._crew.start_failures,
+        )
+
+    def worker_pids(self, state: WorkerState | None = None) -> list[int]:
+        return [
+            w.pid for w in self._crew.workers
+            if w.pid is not None and (state is None or w.state == state)
+        ]
+
+    @property
+    def zygote_pid(self) -> int | None:
+        return self._crew.zygote_pid
+
+    def busy_worker_pids(self) -> list[int]:
+        """Pids of the workers holding an item right now (it may be running or about to)."""
+        return [
+            w.pid for w in self._crew.workers
+            if w.pid is not None and w.state in ("active", "retiring") and w.current() is not None
+        ]
+
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Return once ``predicate()`` holds; it is checked again after every change of the
+        pool's state (an item sent or answered, a worker started, promoted or lost) and at
+        every watchdog tick. For tests and probes that must wait on the pool, not on a clock:
+        bound it with ``asyncio.wait_for``."""
+        while not predicate():
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            changed, self._changed = self._changed, None
+            changed.set()
+
+    # ------------------------------------------------------------------ submit
+    async def submit(self, tasks: Sequence[Task]) -> list[Outcome]:
+        """Score ``tasks``; results in the same order. Raises Overloaded/Draining errors."""
+        if self._draining or not self._started:
+            raise DrainingError("the pool is not accepting work")
+        if self._outstanding + len(tasks) > self._s.max_queue_items:
+            raise OverloadedError(
+                f"{self._outstanding} items outstanding; limit {self._s.max_queue_items}"
+            )
+        if not tasks:
+            return []
+        n = len(tasks)
+        # one future per request, not per item: outcomes are stored by _resolve
+        req = Request([None] * n, n, asyncio.get_running_loop().create_future())
+        seq = self._seq
+        pendings = [Pending(t, req, i, next(seq)) for i, t in enumerate(tasks)]
+        self._outstanding += n
+        i = 0
+        for size in chunk_sizes(n, self._s.chunk_size, self._s.workers):
+            self._queue.append(Chunk(pendings[i : i + size]))
+            i += size
+        self._pump()
+        try:
+            await req.done
+        except asyncio.CancelledError:
+            # the caller is gone: unsent items are dropped by _pump, late outcomes ignored
+            req.cancelled = True
+            self._outstanding -= req.left
+            req.left = 0
+            raise
+        return req.outcomes  # type: ignore[return-value]  # all filled once done is set
+
+    # ------------------------------------------------------------------ dispatch
+    def _pump(self) -> None:
+        """Give queued chunks to the least-busy active workers."""
+        limit = self._s.chunks_in_flight
+        while self._queue:
+            free = [
+                w for w in self._crew.workers if w.state == "active" and len(w.inflight) < limit
+            ]
+            if not free:
+                return
+            w = min(free, key=lambda x: len(x.inflight))
+            chunk = self._queue.popleft()
+            chunk.items = [p for p in chunk.items if p.wanted]
+            if chunk.items:
+                self._send(w, chunk)
+
+    def _send(self, w: Worker, chunk: Chunk) -> None:
+        items = []
+        for p in chunk.items:
+            w.by_seq[p.seq] = p
+            t = p.task
+            items.append([p.seq, t.scorer, t.response, t.ground_truth, dict(t.params)])
+        if not w.inflight:
+            w.since = time.monotonic()
+        w.inflight.append(chunk)
+        assert w.ch is not None
+        w.ch.send({"op": "score", "items": items})
+        self._notify()
+
+    def _resolve(self, p: Pending, verdict: Verdict, elapsed: float) -> None:
+        if p.resolve(verdict, elapsed):
+            self._outstanding -= 1
+
+    # ------------------------------------------------------------------ crew events
+    def on_result(self, w: Worker, msg: dict[str, Any]) -> None:
+        p = w.by_seq.pop(msg.get("seq", -1), None)
+        if p is None or p is not w.current():
+            self._crew.kill(w, reason_key="protocol", why="worker answered out of order")
+            return
+        now = time.monotonic()
+        chunk = w.inflight[0]
+        chunk.done += 1
+        w.items_done += 1
+        w.since = now
+        verdict = Verdict(
+            status=msg["status"],
+            extracted=msg.get("extracted"),
+            extracted_gold=msg.get("extracted_gold"),
+            reason=msg.get("reason"),
+        )
+        self._resolve(p, verdict, float(msg.get("elapsed_s", 0.0)))
+        if chunk.done == len(chunk.items):
+            w.inflight.popleft()
+            self._crew.after_chunk(w)
+            self._pump()
+        self._notify()
+
+    def on_worker_down(self, w: Worker) -> None:
+        """Requeue a dead worker's unstarted items at the front of the queue."""
+        culprit = w.current()
+        rest: list[Pending] = []
+        for chunk in w.inflight:
+            rest.extend(p for p in chunk.items[chunk.done :] if p is not culprit)
+        w.inflight.clear()
+        w.by_seq.clear()
+        if rest:
+            self._queue.appendleft(Chunk(rest))
+
+    def on_crash(self, culprit: Pending, reason: str, elapsed: float) -> None:
+        self._resolve(culprit, Verdict("error", reason=reason), elapsed)
+
+    def on_capacity(self) -> None:
+        self._pump()
+        self._notify()
+
+    # ------------------------------------------------------------------ watchdog
+    async def _watch(self) -> None:
+        """Deadlines: items (from their start), worker start-up, graceful stops."""
+        crew = self._crew
+        while True:
+            await asyncio.sleep(_TICK_S)
+            now = time.monotonic()
+            for w in list(crew.workers):
+                if w.state in ("active", "retiring"):
+                    cur = w.current()
+                    if cur is not None and now - w.since > cur.task.timeout_s:
+                        elapsed = now - w.since
+                        crew.kill(w, reason_key="timeout")
+                        reason = f"deadline of {cur.task.timeout_s:g}s exceeded"
+                        self._resolve(cur, Verdict("timeout", reason=reason), elapsed)
+            crew.tick(now)
+            if crew.start_failures >= 5 and crew.count("active") == 0:
+                self._fail_queue(f"no worker could be started: {crew.last_start_error}")
+
+    def _fail_queue(self, reason: str) -> None:
+        while self._queue:
+            for p in self._queue.popleft().items:
+                self._resolve(p, Verdict("error", reason=reason), 0.0)
