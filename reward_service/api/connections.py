@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+from collections import OrderedDict
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -61,9 +62,11 @@ def connection_cap(nofile: int, workers: int, spares: int) -> int:
 def guarded_protocol(max_connections: int, header_timeout_s: float) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with a connection cap and a request-header deadline."""
 
+    # connections waiting for request headers, longest-waiting first (O(1) eviction)
+    waiting: OrderedDict[GuardedHttpToolsProtocol, None] = OrderedDict()
+
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _header_timer: asyncio.TimerHandle | None = None  # armed while waiting for headers
-        _idle_since = 0.0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -78,28 +81,28 @@ def guarded_protocol(max_connections: int, header_timeout_s: float) -> type[asyn
 
         def _evict_idle(self) -> bool:
             """Close the connection that has waited longest for request headers."""
-            idle = [c for c in self.connections
-                    if isinstance(c, GuardedHttpToolsProtocol) and c is not self
-                    and c._header_timer is not None and not c.transport.is_closing()]
-            if not idle:
-                return False
-            oldest = min(idle, key=lambda c: c._idle_since)
-            oldest._cancel_header_timer()
-            oldest.transport.close()
-            return True
+            while waiting:
+                oldest, _ = waiting.popitem(last=False)
+                oldest._cancel_header_timer()
+                if oldest is not self and not oldest.transport.is_closing():
+                    oldest.transport.close()
+                    return True
+            return False
 
         def _arm_header_timer(self) -> None:
             self._cancel_header_timer()
-            self._idle_since = self.loop.time()
             self._header_timer = self.loop.call_later(header_timeout_s, self._headers_late)
+            waiting[self] = None
 
         def _cancel_header_timer(self) -> None:
+            waiting.pop(self, None)
             if self._header_timer is not None:
                 self._header_timer.cancel()
                 self._header_timer = None
 
         def _headers_late(self) -> None:
             self._header_timer = None
+            waiting.pop(self, None)
             if not self.transport.is_closing():
                 self.transport.close()
 

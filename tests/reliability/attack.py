@@ -74,7 +74,10 @@ def idle_connections(url: str, n: int, *, hold_s: float, pid: int | None = None,
     host, port = _addr(url)
     socks: list[socket.socket] = []
     for _ in range(n):
-        s = socket.socket()
+        try:
+            s = socket.socket()
+        except OSError:  # the attacker's own descriptors ran out
+            break
         s.settimeout(5)
         try:
             s.connect((host, port))
