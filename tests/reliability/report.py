@@ -1,6 +1,9 @@
 """Render the figures of a reliability run (RELIABILITY_REPORT json) as docs/RELIABILITY.md.
 
     $ python -m tests.reliability.report RUN.json docs/RELIABILITY.md
+
+Everything from the ``MANUAL`` marker on (hostile clients, fairness, the sandbox) is kept
+as it is in the existing file: those sections are written by hand from their own runs.
 """
 
 from __future__ import annotations
@@ -111,8 +114,19 @@ def _schema_fuzz(f: dict | None) -> list[str]:
     ]
 
 
+MANUAL = "<!-- sections below are maintained by hand; make soak keeps them -->"
+
+
+def keep_manual(old: str) -> str:
+    """The hand-written tail of the existing report, from the marker on ('' if none)."""
+    at = old.find(MANUAL)
+    return old[at:] if at >= 0 else ""
+
+
 if __name__ == "__main__":
     import os
 
     data = json.loads(Path(sys.argv[1]).read_text())
-    Path(sys.argv[2]).write_text(render(data, os.environ.get("SOAK_SECONDS", "?")))
+    out = Path(sys.argv[2])
+    tail = keep_manual(out.read_text()) if out.exists() else ""
+    out.write_text(render(data, os.environ.get("SOAK_SECONDS", "?")) + ("\n" + tail if tail else ""))
