@@ -240,3 +240,34 @@ def test_zygote_restarts_count_one_failed_start_each_and_none_for_a_healthy_one(
         assert pool.status().start_failures == 0  # a worker started: the streak is over
 
     _run(scenario, workers=1, spares=0, worker_start_timeout_s=15.0)
+
+
+def test_a_stopped_zygote_is_replaced_and_requests_are_answered() -> None:
+    """SIGSTOP the real zygote, then lose every worker: the spawn requests get no answer.
+    After ``worker_start_timeout_s`` the zygote is SIGKILLed and replaced, and the request
+    that was waiting is answered (scored by the new zygote's workers, or ``error`` with a
+    reason) instead of hanging with its workers "starting" forever."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        await _capacity(pool, 2, 1)  # the spare too: one killed while starting is a failed start
+        stopped = pool.zygote_pid
+        assert stopped is not None
+        os.kill(stopped, signal.SIGSTOP)
+        for pid in pool.worker_pids():
+            os.kill(pid, signal.SIGKILL)
+        await _until(pool, lambda: pool.status().active == 0)
+        tasks, expected = _items(3)
+        # the bound is the point here: about one start timeout to notice, one to restart
+        outcomes = await asyncio.wait_for(pool.submit(tasks), 60.0)
+        for out, want in zip(outcomes, expected, strict=True):
+            assert out.verdict.status in (want, "error"), out
+            if out.verdict.status == "error":
+                assert "no worker available" in (out.verdict.reason or ""), out
+        assert not alive(stopped)
+        st = pool.status()
+        assert st.restarts.get("zygote") == 1 and st.start_failures <= 1, st
+        await _capacity(pool, 2, 1)  # the new zygote serves
+        again = await pool.submit(tasks)
+        assert [o.verdict.status for o in again] == expected
+
+    _run(scenario, worker_start_timeout_s=8.0)

@@ -66,6 +66,7 @@ class WorkerPool:
         self._started = False
         self._watchdog: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None  # set at each change while someone waits
+        self._no_worker_since: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -295,8 +296,24 @@ class WorkerPool:
                         reason = f"deadline of {cur.task.timeout_s:g}s exceeded"
                         self._resolve(cur, Verdict("timeout", reason=reason), elapsed)
             crew.tick(now)
-            if crew.start_failures >= 5 and crew.count("active") == 0:
-                self._fail_queue(f"no worker could be started: {crew.last_start_error}")
+            self._give_up_without_workers(now)
+
+    def _give_up_without_workers(self, now: float) -> None:
+        """Queued items are answered (``error``) rather than wait forever when no worker can
+        be had: after 5 failed starts in a row, or no active worker for as long as a worker
+        may take to start."""
+        crew = self._crew
+        if crew.count("active"):
+            self._no_worker_since = None
+            return
+        if self._no_worker_since is None:
+            self._no_worker_since = now
+        waited = now - self._no_worker_since
+        if crew.start_failures >= 5 or waited > self._s.worker_start_timeout_s:
+            self._fail_queue(
+                f"no worker available for {waited:.0f}s; last start error: "
+                f"{crew.last_start_error or 'none'}"
+            )
 
     def _fail_queue(self, reason: str) -> None:
         while self._queue:
