@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import resource
 import signal
 import time
 from collections.abc import Awaitable, Callable
+
+import pytest
 
 from reward_service.pool import Task, WorkerPool
 from reward_service.settings import Settings
@@ -271,3 +276,74 @@ def test_a_stopped_zygote_is_replaced_and_requests_are_answered() -> None:
         assert [o.verdict.status for o in again] == expected
 
     _run(scenario, worker_start_timeout_s=8.0)
+
+
+def _open_fd_limit_to(extra: int) -> tuple[int, int]:
+    """Lower this process's RLIMIT_NOFILE to its highest open fd + ``extra``; returns the old."""
+    old = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(old[0], top + extra), old[1]))
+    return old
+
+
+def test_fd_exhaustion_keeps_deadlines_drops_readiness_and_recovers() -> None:
+    """With the server's file descriptors used up, a timeout makes the pool ask for a new
+    worker, and ``os.pipe()`` fails with EMFILE: that is a failed start (backoff), not the end
+    of the watchdog (it was: later deadlines were never enforced). The next hang still times
+    out, ``ready`` is False while the pool cannot refill, and capacity comes back once
+    descriptors are free."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        await _capacity(pool, 1, 2)
+        assert pool.ready
+        old = _open_fd_limit_to(64)
+        hog: list[int] = []
+        try:
+            with contextlib.suppress(OSError):
+                while True:
+                    hog.append(os.dup(0))
+            with pytest.raises(OSError) as err:
+                os.pipe()
+            assert err.value.errno == errno.EMFILE  # the control: the attack is live
+            hangs = [Task("math_verify", HANG, "1", 1.0) for _ in range(2)]
+            outcomes = await asyncio.wait_for(pool.submit(hangs), 60.0)
+            assert [o.verdict.status for o in outcomes] == ["timeout", "timeout"]
+            st = pool.status()
+            assert st.restarts.get("start_failure", 0) >= 1, st
+            assert st.active == 1 and st.spare == 0, st
+            assert not pool.ready and not st.ready  # /readyz answers 503
+        finally:
+            for fd in hog:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, old)
+        await _capacity(pool, 1, 2)
+        await _until(pool, lambda: pool.ready)
+        tasks, expected = _items(5)
+        assert [o.verdict.status for o in await pool.submit(tasks)] == expected
+
+    _run(scenario, workers=1, spares=2)
+
+
+def test_the_watchdog_outlives_an_error_in_a_tick() -> None:
+    """Any exception in a watchdog phase is logged and counted; deadlines are still enforced
+    and the pool is not ready until a tick runs clean again. (The fault is injected into the
+    crew's phase of a real pool: the other phases, and the workers, are real.)"""
+
+    async def scenario(pool: WorkerPool) -> None:
+        crew = pool._crew
+        real_tick = crew.tick
+
+        def broken(now: float) -> None:
+            raise RuntimeError("injected")
+
+        crew.tick = broken  # type: ignore[method-assign]
+        try:
+            (out,) = await asyncio.wait_for(pool.submit([Task("math_verify", HANG, "1", 1.0)]), 60)
+            assert out.verdict.status == "timeout"
+            assert not pool.ready and pool.status().watchdog_errors > 0
+        finally:
+            crew.tick = real_tick  # type: ignore[method-assign]
+        await _until(pool, lambda: pool.ready)
+        await _capacity(pool, 2, 1)
+
+    _run(scenario)

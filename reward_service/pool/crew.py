@@ -339,13 +339,16 @@ class Crew:
         """Wait for the process to exit (SIGKILL after a grace period), then report."""
         deadline = time.monotonic() + self._s.worker_stop_timeout_s
         ch = w.ch
-        while ch is not None and not ch.exited:
-            if time.monotonic() > deadline:
-                ch.kill()
-                if ch.pid is not None and ch.gone():
-                    break
-            await asyncio.sleep(0.005)
-        self.workers.remove(w)
+        try:
+            while ch is not None and not ch.exited:
+                if time.monotonic() > deadline:
+                    ch.kill()
+                    if ch.pid is not None and ch.gone():
+                        break
+                await asyncio.sleep(0.005)
+        finally:
+            if w in self.workers:  # whatever happens (even cancellation), the record goes
+                self.workers.remove(w)
         how = exit_text(ch.returncode) if ch is not None and ch.exited else "exit status unknown"
         if starting:
             self._start_failed(w.fatal or f"worker died while starting ({how})")

@@ -67,6 +67,8 @@ class WorkerPool:
         self._watchdog: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None  # set at each change while someone waits
         self._no_worker_since: float | None = None
+        self._watch_error: str | None = None  # what the last tick failed on, if it did
+        self._watch_errors = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -111,7 +113,19 @@ class WorkerPool:
 
     @property
     def ready(self) -> bool:
-        return self._started and not self._draining and self._crew.count("active") > 0
+        """Able to do its job: the watchdog runs clean, a worker is active, and the crew is
+        at full strength or can still start workers (no failed start since the last good
+        one). False makes ``/readyz`` answer 503."""
+        crew = self._crew
+        active = crew.count("active")
+        watching = (
+            self._watchdog is not None and not self._watchdog.done() and self._watch_error is None
+        )
+        full = active + crew.count("spare") >= self._s.workers + self._s.spares
+        return (
+            self._started and not self._draining and watching and active > 0
+            and (full or crew.start_failures == 0)
+        )
 
     @property
     def draining(self) -> bool:
@@ -139,6 +153,7 @@ class WorkerPool:
             draining=self._draining,
             restarts=dict(self._crew.restarts),
             start_failures=self._crew.start_failures,
+            watchdog_errors=self._watch_errors,
         )
 
     def worker_pids(self, state: WorkerState | None = None) -> list[int]:
@@ -282,21 +297,35 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ watchdog
     async def _watch(self) -> None:
-        """Deadlines: items (from their start), worker start-up, graceful stops."""
-        crew = self._crew
+        """Every tick: item deadlines, the crew's start/stop deadlines, queued items with no
+        worker to go to. Each phase survives any error (file descriptors exhausted, a bug):
+        it is logged and counted, the pool reports not ready until a tick runs clean, and the
+        next tick tries again, so one failure never ends deadline enforcement."""
         while True:
             await asyncio.sleep(_TICK_S)
-            now = time.monotonic()
-            for w in list(crew.workers):
-                if w.state in ("active", "retiring"):
-                    cur = w.current()
-                    if cur is not None and now - w.since > cur.task.timeout_s:
-                        elapsed = now - w.since
-                        crew.kill(w, reason_key="timeout")
-                        reason = f"deadline of {cur.task.timeout_s:g}s exceeded"
-                        self._resolve(cur, Verdict("timeout", reason=reason), elapsed)
-            crew.tick(now)
-            self._give_up_without_workers(now)
+            failed: str | None = None
+            for phase in (self._enforce_deadlines, self._crew.tick, self._give_up_without_workers):
+                try:
+                    phase(time.monotonic())
+                except Exception as exc:  # the watchdog must outlive any error
+                    failed = f"{phase.__name__}: {type(exc).__name__}: {exc}"
+                    self._watch_errors += 1
+                    if failed != self._watch_error or self._watch_errors % 500 == 1:
+                        log.exception("watchdog tick failed", extra={
+                            "reason": failed, "errors": self._watch_errors,
+                        })
+            self._watch_error = failed
+
+    def _enforce_deadlines(self, now: float) -> None:
+        """Kill the worker whose current item ran past its deadline; the item is ``timeout``."""
+        for w in list(self._crew.workers):
+            if w.state not in ("active", "retiring"):
+                continue
+            cur = w.current()
+            if cur is not None and now - w.since > cur.task.timeout_s:
+                reason = f"deadline of {cur.task.timeout_s:g}s exceeded"
+                self._resolve(cur, Verdict("timeout", reason=reason), now - w.since)
+                self._crew.kill(w, reason_key="timeout")
 
     def _give_up_without_workers(self, now: float) -> None:
         """Queued items are answered (``error``) rather than wait forever when no worker can
