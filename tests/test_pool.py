@@ -347,3 +347,28 @@ def test_the_watchdog_outlives_an_error_in_a_tick() -> None:
         await _capacity(pool, 2, 1)
 
     _run(scenario)
+
+
+def test_a_small_request_is_not_stuck_behind_another_requests_hostile_batch() -> None:
+    """One request of 16 hangs (1 s deadline each) holds both workers; a one-item request sent
+    next takes the next free worker slot: it waits about one deadline, not the 8 s the whole
+    batch needs on 2 workers (it did: chunks were one FIFO)."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        await _capacity(pool, 2, 1)
+        hangs = [Task("math_verify", HANG, "1", 1.0) for _ in range(16)]
+        hostile = asyncio.create_task(pool.submit(hangs))
+        await _until(pool, lambda: len(pool.busy_worker_pids()) == 2)
+        t0 = time.monotonic()
+        (out,) = await asyncio.wait_for(pool.submit([Task("gsm8k", "#### 5", "5", 5.0)]), 60)
+        latency = time.monotonic() - t0
+        killed = pool.status().restarts.get("timeout", 0)
+        assert out.verdict.status == "correct"
+        # load-independent: it was served once the first hangs were killed, not after all 16
+        assert killed <= 3, killed
+        assert latency < 1.0 + 4.0, latency  # one deadline, plus a margin for a busy machine
+        assert not hostile.done()
+        statuses = [o.verdict.status for o in await hostile]
+        assert statuses == ["timeout"] * 16
+
+    _run(scenario)

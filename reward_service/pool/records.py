@@ -59,6 +59,7 @@ class Request:
     left: int
     done: asyncio.Future[None]
     cancelled: bool = False
+    on_workers: int = 0  # items sent to workers and not answered yet (for fair dispatch)
 
 
 @dataclass(slots=True, eq=False)

@@ -25,12 +25,12 @@ import contextlib
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reward_service.errors import DrainingError, OverloadedError, PoolStartError
 from reward_service.pool.crew import Crew, Worker, WorkerState
+from reward_service.pool.fairqueue import FairQueue
 from reward_service.pool.records import (
     Chunk,
     Outcome,
@@ -59,7 +59,7 @@ class WorkerPool:
     def __init__(self, settings: Settings, *, metrics: Metrics | None = None) -> None:
         self._s = settings
         self._crew = Crew(settings, self, metrics=metrics)
-        self._queue: deque[Chunk] = deque()
+        self._queue = FairQueue()
         self._seq = itertools.count()
         self._outstanding = 0
         self._draining = False  # no new submissions (SIGTERM); in-flight work still runs
@@ -207,7 +207,7 @@ class WorkerPool:
         self._outstanding += n
         i = 0
         for size in chunk_sizes(n, self._s.chunk_size, self._s.workers):
-            self._queue.append(Chunk(pendings[i : i + size]))
+            self._queue.push(Chunk(pendings[i : i + size]))
             i += size
         self._pump()
         try:
@@ -222,16 +222,19 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ dispatch
     def _pump(self) -> None:
-        """Give queued chunks to the least-busy active workers."""
+        """Give queued chunks to the least-busy active workers, each chunk from the request
+        with the fewest items on workers (``FairQueue``)."""
         limit = self._s.chunks_in_flight
-        while self._queue:
+        while len(self._queue):
             free = [
                 w for w in self._crew.workers if w.state == "active" and len(w.inflight) < limit
             ]
             if not free:
                 return
             w = min(free, key=lambda x: len(x.inflight))
-            chunk = self._queue.popleft()
+            chunk = self._queue.pop()
+            if chunk is None:
+                return
             chunk.items = [p for p in chunk.items if p.wanted]
             if chunk.items:
                 self._send(w, chunk)
@@ -245,6 +248,7 @@ class WorkerPool:
         if not w.inflight:
             w.since = time.monotonic()
         w.inflight.append(chunk)
+        chunk.req.on_workers += len(chunk.items)
         assert w.ch is not None
         w.ch.send({"op": "score", "items": items})
         self._notify()
@@ -262,6 +266,7 @@ class WorkerPool:
         now = time.monotonic()
         chunk = w.inflight[0]
         chunk.done += 1
+        p.req.on_workers -= 1
         w.items_done += 1
         w.since = now
         verdict = Verdict(
@@ -282,11 +287,13 @@ class WorkerPool:
         culprit = w.current()
         rest: list[Pending] = []
         for chunk in w.inflight:
-            rest.extend(p for p in chunk.items[chunk.done :] if p is not culprit)
+            held = chunk.items[chunk.done :]
+            chunk.req.on_workers -= len(held)
+            rest.extend(p for p in held if p is not culprit)
         w.inflight.clear()
         w.by_seq.clear()
         if rest:
-            self._queue.appendleft(Chunk(rest))
+            self._queue.push_front(rest)
 
     def on_crash(self, culprit: Pending, reason: str, elapsed: float) -> None:
         self._resolve(culprit, Verdict("error", reason=reason), elapsed)
@@ -345,6 +352,6 @@ class WorkerPool:
             )
 
     def _fail_queue(self, reason: str) -> None:
-        while self._queue:
-            for p in self._queue.popleft().items:
+        for chunk in self._queue.drain():
+            for p in chunk.items:
                 self._resolve(p, Verdict("error", reason=reason), 0.0)
