@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import resource
 import signal
 import time
 from collections.abc import Awaitable, Callable
+
+import pytest
 
 from reward_service.pool import Task, WorkerPool
 from reward_service.settings import Settings
@@ -240,3 +245,130 @@ def test_zygote_restarts_count_one_failed_start_each_and_none_for_a_healthy_one(
         assert pool.status().start_failures == 0  # a worker started: the streak is over
 
     _run(scenario, workers=1, spares=0, worker_start_timeout_s=15.0)
+
+
+def test_a_stopped_zygote_is_replaced_and_requests_are_answered() -> None:
+    """SIGSTOP the real zygote, then lose every worker: the spawn requests get no answer.
+    After ``worker_start_timeout_s`` the zygote is SIGKILLed and replaced, and the request
+    that was waiting is answered (scored by the new zygote's workers, or ``error`` with a
+    reason) instead of hanging with its workers "starting" forever."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        await _capacity(pool, 2, 1)  # the spare too: one killed while starting is a failed start
+        stopped = pool.zygote_pid
+        assert stopped is not None
+        os.kill(stopped, signal.SIGSTOP)
+        for pid in pool.worker_pids():
+            os.kill(pid, signal.SIGKILL)
+        await _until(pool, lambda: pool.status().active == 0)
+        tasks, expected = _items(3)
+        # the bound is the point here: about one start timeout to notice, one to restart
+        outcomes = await asyncio.wait_for(pool.submit(tasks), 60.0)
+        for out, want in zip(outcomes, expected, strict=True):
+            assert out.verdict.status in (want, "error"), out
+            if out.verdict.status == "error":
+                assert "no worker available" in (out.verdict.reason or ""), out
+        assert not alive(stopped)
+        st = pool.status()
+        assert st.restarts.get("zygote") == 1 and st.start_failures <= 1, st
+        await _capacity(pool, 2, 1)  # the new zygote serves
+        again = await pool.submit(tasks)
+        assert [o.verdict.status for o in again] == expected
+
+    _run(scenario, worker_start_timeout_s=8.0)
+
+
+def _open_fd_limit_to(extra: int) -> tuple[int, int]:
+    """Lower this process's RLIMIT_NOFILE to its highest open fd + ``extra``; returns the old."""
+    old = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(old[0], top + extra), old[1]))
+    return old
+
+
+def test_fd_exhaustion_keeps_deadlines_drops_readiness_and_recovers() -> None:
+    """With the server's file descriptors used up, a timeout makes the pool ask for a new
+    worker, and ``os.pipe()`` fails with EMFILE: that is a failed start (backoff), not the end
+    of the watchdog (it was: later deadlines were never enforced). The next hang still times
+    out, ``ready`` is False while the pool cannot refill, and capacity comes back once
+    descriptors are free."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        await _capacity(pool, 1, 2)
+        assert pool.ready
+        old = _open_fd_limit_to(64)
+        hog: list[int] = []
+        try:
+            with contextlib.suppress(OSError):
+                while True:
+                    hog.append(os.dup(0))
+            with pytest.raises(OSError) as err:
+                os.pipe()
+            assert err.value.errno == errno.EMFILE  # the control: the attack is live
+            hangs = [Task("math_verify", HANG, "1", 1.0) for _ in range(2)]
+            outcomes = await asyncio.wait_for(pool.submit(hangs), 60.0)
+            assert [o.verdict.status for o in outcomes] == ["timeout", "timeout"]
+            st = pool.status()
+            assert st.restarts.get("start_failure", 0) >= 1, st
+            assert st.active == 1 and st.spare == 0, st
+            assert not pool.ready and not st.ready  # /readyz answers 503
+        finally:
+            for fd in hog:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, old)
+        await _capacity(pool, 1, 2)
+        await _until(pool, lambda: pool.ready)
+        tasks, expected = _items(5)
+        assert [o.verdict.status for o in await pool.submit(tasks)] == expected
+
+    _run(scenario, workers=1, spares=2)
+
+
+def test_the_watchdog_outlives_an_error_in_a_tick() -> None:
+    """Any exception in a watchdog phase is logged and counted; deadlines are still enforced
+    and the pool is not ready until a tick runs clean again. (The fault is injected into the
+    crew's phase of a real pool: the other phases, and the workers, are real.)"""
+
+    async def scenario(pool: WorkerPool) -> None:
+        crew = pool._crew
+        real_tick = crew.tick
+
+        def broken(now: float) -> None:
+            raise RuntimeError("injected")
+
+        crew.tick = broken  # type: ignore[method-assign]
+        try:
+            (out,) = await asyncio.wait_for(pool.submit([Task("math_verify", HANG, "1", 1.0)]), 60)
+            assert out.verdict.status == "timeout"
+            assert not pool.ready and pool.status().watchdog_errors > 0
+        finally:
+            crew.tick = real_tick  # type: ignore[method-assign]
+        await _until(pool, lambda: pool.ready)
+        await _capacity(pool, 2, 1)
+
+    _run(scenario)
+
+
+def test_a_small_request_is_not_stuck_behind_another_requests_hostile_batch() -> None:
+    """One request of 16 hangs (1 s deadline each) holds both workers; a one-item request sent
+    next takes the next free worker slot: it waits about one deadline, not the 8 s the whole
+    batch needs on 2 workers (it did: chunks were one FIFO)."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        await _capacity(pool, 2, 1)
+        hangs = [Task("math_verify", HANG, "1", 1.0) for _ in range(16)]
+        hostile = asyncio.create_task(pool.submit(hangs))
+        await _until(pool, lambda: len(pool.busy_worker_pids()) == 2)
+        t0 = time.monotonic()
+        (out,) = await asyncio.wait_for(pool.submit([Task("gsm8k", "#### 5", "5", 5.0)]), 60)
+        latency = time.monotonic() - t0
+        killed = pool.status().restarts.get("timeout", 0)
+        assert out.verdict.status == "correct"
+        # load-independent: it was served once the first hangs were killed, not after all 16
+        assert killed <= 3, killed
+        assert latency < 1.0 + 4.0, latency  # one deadline, plus a margin for a busy machine
+        assert not hostile.done()
+        statuses = [o.verdict.status for o in await hostile]
+        assert statuses == ["timeout"] * 16
+
+    _run(scenario)

@@ -183,6 +183,9 @@ class Crew:
         for w in self.workers:  # they are gone or going: PDEATHSIG
             if w.ch is not None:
                 w.ch.exited = w.ch.exited or w.ch.pid is None or w.ch.gone()
+        for w in self._spawning.values():  # never forked: not failures of their own
+            self._bury(w)
+            self.workers.remove(w)
         self._spawning.clear()
         log.error("restarting the zygote", extra={"exit": how, "failed_start": failed_start})
         if failed_start:
@@ -336,13 +339,16 @@ class Crew:
         """Wait for the process to exit (SIGKILL after a grace period), then report."""
         deadline = time.monotonic() + self._s.worker_stop_timeout_s
         ch = w.ch
-        while ch is not None and not ch.exited:
-            if time.monotonic() > deadline:
-                ch.kill()
-                if ch.pid is not None and ch.gone():
-                    break
-            await asyncio.sleep(0.005)
-        self.workers.remove(w)
+        try:
+            while ch is not None and not ch.exited:
+                if time.monotonic() > deadline:
+                    ch.kill()
+                    if ch.pid is not None and ch.gone():
+                        break
+                await asyncio.sleep(0.005)
+        finally:
+            if w in self.workers:  # whatever happens (even cancellation), the record goes
+                self.workers.remove(w)
         how = exit_text(ch.returncode) if ch is not None and ch.exited else "exit status unknown"
         if starting:
             self._start_failed(w.fatal or f"worker died while starting ({how})")
@@ -360,15 +366,23 @@ class Crew:
             late_stop = w.state == "stopping" and now > w.stop_deadline
             if (late_start or late_stop) and w.ch is not None:
                 w.ch.kill()
-        z = self._zygote
-        if z is not None and not z.connected and not self.stopped and now >= self._next_spawn_at:
-            self._start_zygote()
-        elif (
-            z is not None and z.connected and not z.ready
-            and now - z.started_at > self._s.worker_start_timeout_s
-        ):
-            self._zygote_failed(f"zygote not ready within {self._s.worker_start_timeout_s:g}s")
+        self._check_zygote(now)
         self.ensure_capacity()
+
+    def _check_zygote(self, now: float) -> None:
+        """Restart a lost zygote after the backoff; kill one that does not answer."""
+        z = self._zygote
+        limit = self._s.worker_start_timeout_s
+        if z is None or self.stopped:
+            return
+        if not z.connected:
+            if now >= self._next_spawn_at:
+                self._start_zygote()
+        elif not z.ready and now - z.started_at > limit:
+            self._zygote_failed(f"zygote not ready within {limit:g}s")
+        elif any(now - w.started_at > limit for w in self._spawning.values()):
+            # a stopped or wedged zygote: its workers are not forked, nor reaped
+            self._zygote_failed(f"zygote did not answer a spawn request within {limit:g}s")
 
 
 def _rss_mb(pid: int) -> float:

@@ -48,6 +48,7 @@ class PoolStatus:
     draining: bool
     restarts: dict[str, int]
     start_failures: int = 0  # consecutive failed starts of a worker or the zygote
+    watchdog_errors: int = 0  # watchdog phases that raised (each logged; the next tick retries)
 
 
 @dataclass(slots=True, eq=False)
@@ -58,6 +59,7 @@ class Request:
     left: int
     done: asyncio.Future[None]
     cancelled: bool = False
+    on_workers: int = 0  # items sent to workers and not answered yet (for fair dispatch)
 
 
 @dataclass(slots=True, eq=False)

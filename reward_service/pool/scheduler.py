@@ -25,12 +25,12 @@ import contextlib
 import itertools
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reward_service.errors import DrainingError, OverloadedError, PoolStartError
 from reward_service.pool.crew import Crew, Worker, WorkerState
+from reward_service.pool.fairqueue import FairQueue
 from reward_service.pool.records import (
     Chunk,
     Outcome,
@@ -59,13 +59,16 @@ class WorkerPool:
     def __init__(self, settings: Settings, *, metrics: Metrics | None = None) -> None:
         self._s = settings
         self._crew = Crew(settings, self, metrics=metrics)
-        self._queue: deque[Chunk] = deque()
+        self._queue = FairQueue()
         self._seq = itertools.count()
         self._outstanding = 0
         self._draining = False  # no new submissions (SIGTERM); in-flight work still runs
         self._started = False
         self._watchdog: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None  # set at each change while someone waits
+        self._no_worker_since: float | None = None
+        self._watch_error: str | None = None  # what the last tick failed on, if it did
+        self._watch_errors = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -110,7 +113,19 @@ class WorkerPool:
 
     @property
     def ready(self) -> bool:
-        return self._started and not self._draining and self._crew.count("active") > 0
+        """Able to do its job: the watchdog runs clean, a worker is active, and the crew is
+        at full strength or can still start workers (no failed start since the last good
+        one). False makes ``/readyz`` answer 503."""
+        crew = self._crew
+        active = crew.count("active")
+        watching = (
+            self._watchdog is not None and not self._watchdog.done() and self._watch_error is None
+        )
+        full = active + crew.count("spare") >= self._s.workers + self._s.spares
+        return (
+            self._started and not self._draining and watching and active > 0
+            and (full or crew.start_failures == 0)
+        )
 
     @property
     def draining(self) -> bool:
@@ -138,6 +153,7 @@ class WorkerPool:
             draining=self._draining,
             restarts=dict(self._crew.restarts),
             start_failures=self._crew.start_failures,
+            watchdog_errors=self._watch_errors,
         )
 
     def worker_pids(self, state: WorkerState | None = None) -> list[int]:
@@ -191,7 +207,7 @@ class WorkerPool:
         self._outstanding += n
         i = 0
         for size in chunk_sizes(n, self._s.chunk_size, self._s.workers):
-            self._queue.append(Chunk(pendings[i : i + size]))
+            self._queue.push(Chunk(pendings[i : i + size]))
             i += size
         self._pump()
         try:
@@ -206,16 +222,19 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ dispatch
     def _pump(self) -> None:
-        """Give queued chunks to the least-busy active workers."""
+        """Give queued chunks to the least-busy active workers, each chunk from the request
+        with the fewest items on workers (``FairQueue``)."""
         limit = self._s.chunks_in_flight
-        while self._queue:
+        while len(self._queue):
             free = [
                 w for w in self._crew.workers if w.state == "active" and len(w.inflight) < limit
             ]
             if not free:
                 return
             w = min(free, key=lambda x: len(x.inflight))
-            chunk = self._queue.popleft()
+            chunk = self._queue.pop()
+            if chunk is None:
+                return
             chunk.items = [p for p in chunk.items if p.wanted]
             if chunk.items:
                 self._send(w, chunk)
@@ -229,6 +248,7 @@ class WorkerPool:
         if not w.inflight:
             w.since = time.monotonic()
         w.inflight.append(chunk)
+        chunk.req.on_workers += len(chunk.items)
         assert w.ch is not None
         w.ch.send({"op": "score", "items": items})
         self._notify()
@@ -246,6 +266,7 @@ class WorkerPool:
         now = time.monotonic()
         chunk = w.inflight[0]
         chunk.done += 1
+        p.req.on_workers -= 1
         w.items_done += 1
         w.since = now
         verdict = Verdict(
@@ -266,11 +287,13 @@ class WorkerPool:
         culprit = w.current()
         rest: list[Pending] = []
         for chunk in w.inflight:
-            rest.extend(p for p in chunk.items[chunk.done :] if p is not culprit)
+            held = chunk.items[chunk.done :]
+            chunk.req.on_workers -= len(held)
+            rest.extend(p for p in held if p is not culprit)
         w.inflight.clear()
         w.by_seq.clear()
         if rest:
-            self._queue.appendleft(Chunk(rest))
+            self._queue.push_front(rest)
 
     def on_crash(self, culprit: Pending, reason: str, elapsed: float) -> None:
         self._resolve(culprit, Verdict("error", reason=reason), elapsed)
@@ -281,24 +304,54 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ watchdog
     async def _watch(self) -> None:
-        """Deadlines: items (from their start), worker start-up, graceful stops."""
-        crew = self._crew
+        """Every tick: item deadlines, the crew's start/stop deadlines, queued items with no
+        worker to go to. Each phase survives any error (file descriptors exhausted, a bug):
+        it is logged and counted, the pool reports not ready until a tick runs clean, and the
+        next tick tries again, so one failure never ends deadline enforcement."""
         while True:
             await asyncio.sleep(_TICK_S)
-            now = time.monotonic()
-            for w in list(crew.workers):
-                if w.state in ("active", "retiring"):
-                    cur = w.current()
-                    if cur is not None and now - w.since > cur.task.timeout_s:
-                        elapsed = now - w.since
-                        crew.kill(w, reason_key="timeout")
-                        reason = f"deadline of {cur.task.timeout_s:g}s exceeded"
-                        self._resolve(cur, Verdict("timeout", reason=reason), elapsed)
-            crew.tick(now)
-            if crew.start_failures >= 5 and crew.count("active") == 0:
-                self._fail_queue(f"no worker could be started: {crew.last_start_error}")
+            failed: str | None = None
+            for phase in (self._enforce_deadlines, self._crew.tick, self._give_up_without_workers):
+                try:
+                    phase(time.monotonic())
+                except Exception as exc:  # the watchdog must outlive any error
+                    failed = f"{phase.__name__}: {type(exc).__name__}: {exc}"
+                    self._watch_errors += 1
+                    if failed != self._watch_error or self._watch_errors % 500 == 1:
+                        log.exception("watchdog tick failed", extra={
+                            "reason": failed, "errors": self._watch_errors,
+                        })
+            self._watch_error = failed
+
+    def _enforce_deadlines(self, now: float) -> None:
+        """Kill the worker whose current item ran past its deadline; the item is ``timeout``."""
+        for w in list(self._crew.workers):
+            if w.state not in ("active", "retiring"):
+                continue
+            cur = w.current()
+            if cur is not None and now - w.since > cur.task.timeout_s:
+                reason = f"deadline of {cur.task.timeout_s:g}s exceeded"
+                self._resolve(cur, Verdict("timeout", reason=reason), now - w.since)
+                self._crew.kill(w, reason_key="timeout")
+
+    def _give_up_without_workers(self, now: float) -> None:
+        """Queued items are answered (``error``) rather than wait forever when no worker can
+        be had: after 5 failed starts in a row, or no active worker for as long as a worker
+        may take to start."""
+        crew = self._crew
+        if crew.count("active"):
+            self._no_worker_since = None
+            return
+        if self._no_worker_since is None:
+            self._no_worker_since = now
+        waited = now - self._no_worker_since
+        if crew.start_failures >= 5 or waited > self._s.worker_start_timeout_s:
+            self._fail_queue(
+                f"no worker available for {waited:.0f}s; last start error: "
+                f"{crew.last_start_error or 'none'}"
+            )
 
     def _fail_queue(self, reason: str) -> None:
-        while self._queue:
-            for p in self._queue.popleft().items:
+        for chunk in self._queue.drain():
+            for p in chunk.items:
                 self._resolve(p, Verdict("error", reason=reason), 0.0)
