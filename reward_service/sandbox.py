@@ -50,6 +50,7 @@ class SandboxConfig:
     uid: int = 65534
     gid: int = 65534
     max_open_files: int = 64
+    landlock: bool = True  # False only in tests, so that the seccomp rules alone are tested
 
 
 try:  # imported now, while the process may still read temp dirs and load libraries
@@ -131,7 +132,9 @@ _NET_RIGHTS = (1 << 0) | (1 << 1)  # BIND_TCP, CONNECT_TCP (ABI 4)
 _SCOPES = (1 << 0) | (1 << 1)  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
 
 
-def _landlock() -> Layer:
+def _landlock(cfg: SandboxConfig) -> Layer:
+    if not cfg.landlock:
+        return Layer("off", "skipped by settings (tests of the seccomp rules alone)")
     syscall = _libc.syscall
     syscall.restype = ctypes.c_long
     abi = syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
@@ -236,7 +239,7 @@ def apply_sandbox(cfg: SandboxConfig, parent_pid: int) -> tuple[dict[str, Layer]
     report["netns"] = _netns()  # needs privilege: before the uid drop
     report["rlimits"] = _rlimits(cfg)
     report["uid"] = _drop_uid(cfg, parent_pid, start_uid)
-    report["landlock"] = _landlock()
+    report["landlock"] = _landlock(cfg)
     report["seccomp"] = _seccomp()  # last: it forbids the calls the steps above make
     refusal = None
     if cfg.mode == "strict":
