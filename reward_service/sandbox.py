@@ -191,15 +191,45 @@ _DENY_ALWAYS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "setuid", "setgid", "setreuid",
     "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capset",
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+    # resource limits: set none after the sandbox (reading its own stays allowed, see below)
+    "setrlimit",
     # filesystem changes
     "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
     "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat",
     "chown", "fchown", "lchown", "fchownat", "truncate", "mknod", "mknodat", "memfd_create",
-    # kernel attack surface a scorer never needs
+    # kernel attack surface and host state a scorer never needs
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
     "io_uring_setup", "init_module", "finit_module", "kexec_load", "reboot", "swapon",
     "acct",
 )
+
+# Linux constants the argument rules compare against (the same on x86_64 and aarch64).
+_PRIO_PROCESS = 0
+_IOPRIO_WHO_PROCESS = 1
+
+
+def _arg_rules(sc: object, pid: int) -> list[tuple[str, tuple[object, ...]]]:
+    """(syscall, conditions): each pair is one rule, denied when all its conditions hold.
+
+    Several rules for one syscall are alternatives, so "deny unless the target is this
+    process" is written as one rule per way the target can differ.
+    """
+    arg, ne = sc.Arg, sc.NE  # type: ignore[attr-defined]
+    rules: list[tuple[str, tuple[object, ...]]] = []
+    # signals only to itself (kill(0) would reach its process group: the worker leads its own)
+    for name in ("kill", "tkill", "tgkill"):
+        rules.append((name, (arg(0, ne, pid),)))
+    # limits, priority, affinity and scheduling: of itself only (pid 0); getrlimit is
+    # prlimit64(0, r, NULL, old) in glibc, so that stays; setting any limit does not
+    rules.append(("prlimit64", (arg(0, ne, 0),)))
+    rules.append(("prlimit64", (arg(2, ne, 0),)))
+    for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr"):
+        rules.append((name, (arg(0, ne, 0),)))
+    rules.append(("setpriority", (arg(0, ne, _PRIO_PROCESS),)))  # PRIO_PGRP, PRIO_USER
+    rules.append(("setpriority", (arg(1, ne, 0),)))
+    rules.append(("ioprio_set", (arg(0, ne, _IOPRIO_WHO_PROCESS),)))
+    rules.append(("ioprio_set", (arg(1, ne, 0),)))
+    return rules
 
 
 def _seccomp() -> Layer:
@@ -208,6 +238,7 @@ def _seccomp() -> Layer:
         return Layer("unavailable", f"pyseccomp/libseccomp not loadable: {_SECCOMP_IMPORT_ERROR}")
     eperm = sc.ERRNO(errno.EPERM)
     pid = os.getpid()
+    rules = _arg_rules(sc, pid)
     try:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         for name in _DENY_ALWAYS:
@@ -219,14 +250,16 @@ def _seccomp() -> Layer:
         for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC):
             f.add_rule(eperm, "openat", sc.Arg(2, sc.MASKED_EQ, flag, flag))
             f.add_rule(eperm, "open", sc.Arg(1, sc.MASKED_EQ, flag, flag))
-        # signals only to itself
-        f.add_rule(eperm, "kill", sc.Arg(0, sc.NE, pid))
-        f.add_rule(eperm, "tkill", sc.Arg(0, sc.NE, pid))
-        f.add_rule(eperm, "tgkill", sc.Arg(0, sc.NE, pid))
+        for name, conditions in rules:
+            f.add_rule(eperm, name, *conditions)
         f.load()
     except Exception as exc:
         return Layer("failed", f"seccomp: {exc}")
-    return Layer("active", f"deny-list of {len(_DENY_ALWAYS) + 7} syscalls, write-opens denied")
+    return Layer(
+        "active",
+        f"deny-list of {len(_DENY_ALWAYS) + 2} syscalls, write-opens denied, "
+        f"{len(rules)} argument rules (no other process as a target)",
+    )
 
 
 def apply_sandbox(cfg: SandboxConfig, parent_pid: int) -> tuple[dict[str, Layer], str | None]:

@@ -293,3 +293,42 @@ def test_probes_are_not_loaded_outside_probe_mode() -> None:
             "sys.exit('reward_service.probes' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
 
+# --------------------------------------------------------------------------- issue 13, item 10
+def _nofile(pid: int) -> int:
+    """Hard RLIMIT_NOFILE of ``pid`` (from /proc: prlimit would need CAP_SYS_RESOURCE)."""
+    with open(f"/proc/{pid}/limits") as fh:
+        line = next(x for x in fh if x.startswith("Max open files"))
+    return int(line.split()[4])
+
+
+def test_prlimit_of_another_process(seccomp_only: PoolThread, victims: Callable) -> None:
+    target = victims()
+    escaped("prlimit_other", pid=target.pid)
+    assert _nofile(target.pid) == 10
+    target = victims()
+    before = _nofile(target.pid)
+    seccomp_only.probe("prlimit_other", pid=target.pid).assert_blocked("EPERM")
+    assert _nofile(target.pid) == before != 10
+
+
+def test_setpriority_of_another_process(seccomp_only: PoolThread, victims: Callable) -> None:
+    target = victims()
+    escaped("setpriority_other", pid=target.pid)
+    assert os.getpriority(os.PRIO_PROCESS, target.pid) == 19
+    target = victims()
+    seccomp_only.probe("setpriority_other", pid=target.pid).assert_blocked("EPERM")
+    assert os.getpriority(os.PRIO_PROCESS, target.pid) == 0
+
+
+def test_affinity_of_another_process(seccomp_only: PoolThread, victims: Callable) -> None:
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        pytest.skip("one CPU: pinning to it changes nothing")
+    cpu = max(cpus)
+    target = victims()
+    escaped("sched_setaffinity_other", pid=target.pid, cpu=cpu)
+    assert os.sched_getaffinity(target.pid) == {cpu}
+    target = victims()
+    seccomp_only.probe("sched_setaffinity_other", pid=target.pid, cpu=cpu).assert_blocked("EPERM")
+    assert os.sched_getaffinity(target.pid) == cpus
+
