@@ -64,6 +64,7 @@ except Exception as _exc:  # libseccomp missing
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 
@@ -109,12 +110,17 @@ def _rlimits(cfg: SandboxConfig) -> Layer:
 
 
 def _netns() -> Layer:
-    if _libc.unshare(_CLONE_NEWNET) == 0:
-        return Layer("active", "private network namespace (no interfaces up)")
+    """Private network (no interfaces up) and IPC namespaces (its SysV/POSIX IPC objects die
+    with it); a user namespace too where that is the only way to get them."""
+    if _libc.unshare(_CLONE_NEWNET | _CLONE_NEWIPC) == 0:
+        return Layer("active", "private network and IPC namespaces (no interfaces up)")
     first = _errno_str()
-    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-        return Layer("active", "private user+network namespace")
-    return Layer("unavailable", f"unshare(CLONE_NEWNET): {first}; with CLONE_NEWUSER: {_errno_str()}")
+    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC) == 0:
+        return Layer("active", "private user, network and IPC namespaces")
+    return Layer(
+        "unavailable",
+        f"unshare(CLONE_NEWNET|CLONE_NEWIPC): {first}; with CLONE_NEWUSER: {_errno_str()}",
+    )
 
 
 # --- Landlock (ctypes; syscall numbers are the same on x86_64 and aarch64) ----------------
@@ -193,6 +199,10 @@ _DENY_ALWAYS = (
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
     # resource limits: set none after the sandbox (reading its own stays allowed, see below)
     "setrlimit",
+    # SysV and POSIX IPC objects outlive the worker
+    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
+    "shmget", "shmat", "shmdt", "shmctl", "mq_open", "mq_unlink", "mq_timedsend",
+    "mq_timedreceive", "mq_notify", "mq_getsetattr",
     # filesystem changes
     "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
     "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat",

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -293,6 +295,7 @@ def test_probes_are_not_loaded_outside_probe_mode() -> None:
             "sys.exit('reward_service.probes' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
 
+
 # --------------------------------------------------------------------------- issue 13, item 10
 def _nofile(pid: int) -> int:
     """Hard RLIMIT_NOFILE of ``pid`` (from /proc: prlimit would need CAP_SYS_RESOURCE)."""
@@ -331,4 +334,42 @@ def test_affinity_of_another_process(seccomp_only: PoolThread, victims: Callable
     target = victims()
     seccomp_only.probe("sched_setaffinity_other", pid=target.pid, cpu=cpu).assert_blocked("EPERM")
     assert os.sched_getaffinity(target.pid) == cpus
+
+
+# --------------------------------------------------------------------------- item 11
+_libc = ctypes.CDLL(None, use_errno=True)
+_IPC_RMID = 0
+
+
+def _take_sysv(kind: str, key: int) -> bool:
+    """Remove the host's SysV object with ``key``; True if there was one."""
+    get, ctl = {"sysv_shm": (lambda: _libc.shmget(key, 0, 0), _libc.shmctl),
+                "sysv_msg": (lambda: _libc.msgget(key, 0), _libc.msgctl),
+                "sysv_sem": (lambda: _libc.semget(key, 0, 0), None)}[kind]
+    ident = get()
+    if ident < 0:
+        return False
+    if ctl is None:
+        _libc.semctl(ident, 0, _IPC_RMID)
+    else:
+        ctl(ident, _IPC_RMID, None)
+    return True
+
+
+def _take_mq(name: str) -> bool:
+    return _libc.mq_unlink(name.encode()) == 0
+
+
+@pytest.mark.parametrize("kind", ["sysv_shm", "sysv_msg", "sysv_sem", "posix_mq"])
+def test_ipc_objects_that_outlive_the_worker(seccomp_only: PoolThread, kind: str) -> None:
+    key = random.randrange(1 << 24, 1 << 30)
+    name = f"/reward-probe-{key}"
+    take = (lambda: _take_mq(name)) if kind == "posix_mq" else (lambda: _take_sysv(kind, key))
+    try:
+        escaped(kind, key=key, name=name)
+        assert take(), f"the control's {kind} object is not in the host's IPC namespace"
+        seccomp_only.probe(kind, key=key, name=name).assert_blocked("EPERM")
+    finally:
+        left = take()
+    assert not left
 
