@@ -18,6 +18,7 @@ worker refuses to run if any layer is ``failed`` or a required layer is ``unavai
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -82,9 +83,24 @@ def set_parent_death_signal(parent_pid: int) -> None:
         os._exit(0)
 
 
-def _clean_env() -> Layer:
+def _clean_env(keep_fds: tuple[int, ...]) -> Layer:
+    """No inherited environment; fds 0-2 on /dev/null; every other inherited fd closed.
+
+    fd 2 was the server's stderr (its log file or pipe): a worker could truncate it or write
+    forged log lines. What a worker has to say reaches the server in result frames.
+    """
     os.environ.clear()
-    return Layer("active", "environment cleared")
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        for fd in {null, *(int(name) for name in os.listdir("/proc/self/fd"))}:
+            if fd > 2 and fd not in keep_fds:
+                with contextlib.suppress(OSError):  # the listing's own fd is gone already
+                    os.close(fd)
+    except OSError as exc:
+        return Layer("failed", f"stdio to /dev/null: {exc}")
+    return Layer("active", "environment cleared; fds 0-2 /dev/null, no other inherited fd")
 
 
 def _rlimits(cfg: SandboxConfig) -> Layer:
@@ -272,13 +288,18 @@ def _seccomp() -> Layer:
     )
 
 
-def apply_sandbox(cfg: SandboxConfig, parent_pid: int) -> tuple[dict[str, Layer], str | None]:
-    """Apply every layer in order; return the report and, in strict mode, why to refuse."""
+def apply_sandbox(
+    cfg: SandboxConfig, parent_pid: int, keep_fds: tuple[int, ...] = ()
+) -> tuple[dict[str, Layer], str | None]:
+    """Apply every layer in order; return the report and, in strict mode, why to refuse.
+
+    ``keep_fds``: the worker's own pipes; every other inherited fd is closed.
+    """
     if cfg.mode == "off":
         return {name: Layer("off", "sandbox disabled by settings") for name in LAYERS}, None
     report: dict[str, Layer] = {}
     start_uid = os.geteuid()
-    report["clean_env"] = _clean_env()
+    report["clean_env"] = _clean_env(keep_fds)
     report["netns"] = _netns()  # needs privilege: before the uid drop
     report["rlimits"] = _rlimits(cfg)
     report["uid"] = _drop_uid(cfg, parent_pid, start_uid)

@@ -73,7 +73,7 @@ def serve(
     """Sandbox this process, announce READY, score until EOF. Returns the exit code."""
     # test-only code is loaded only in probe mode, and before the sandbox forbids nothing yet
     probe = importlib.import_module("reward_service.probes").verdict if probes else None
-    report, refusal = apply_sandbox(sandbox, parent_pid)
+    report, refusal = apply_sandbox(sandbox, parent_pid, keep_fds=(in_fd, out_fd))
     if refusal:
         protocol.write_all(out_fd, protocol.encode({"op": "fatal", "reason": refusal}))
         return 3

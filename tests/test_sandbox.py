@@ -373,3 +373,26 @@ def test_ipc_objects_that_outlive_the_worker(seccomp_only: PoolThread, kind: str
         left = take()
     assert not left
 
+
+# --------------------------------------------------------------------------- item 12
+def test_stderr_is_not_the_servers(seccomp_only: PoolThread, server_log: Path,
+                                   tmp_path: Path) -> None:
+    log = tmp_path / "control.log"
+    log.write_text(LOG_LINE)
+    with open(log, "r+") as fh:
+        escaped("stderr_truncate", stderr=fh)
+    assert log.read_text() == "FORGED server log line\n"
+    # fd 2 of the worker is /dev/null: ftruncate answers EINVAL (not a regular file)
+    seccomp_only.probe("stderr_truncate").assert_blocked("EINVAL")
+    assert server_log.read_text().startswith(LOG_LINE)
+    assert "FORGED" not in server_log.read_text()
+
+
+def test_no_inherited_fd_but_its_pipes(sandboxed: PoolThread, server_log: Path) -> None:
+    out = sandboxed.probe("list_fds")
+    assert out.status == "incorrect", out  # the listing itself is allowed
+    fds = {int(fd): target for fd, target in json.loads(out.detail).items()}
+    assert {fds[0], fds[1], fds[2]} == {"/dev/null"}, fds
+    rest = [target for fd, target in fds.items() if fd > 2]
+    assert len(rest) == 2 and all(t.startswith("pipe:") for t in rest), fds
+
