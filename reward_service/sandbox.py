@@ -240,7 +240,7 @@ def _arg_rules(sc: object, pid: int) -> list[tuple[str, tuple[object, ...]]]:
     Several rules for one syscall are alternatives, so "deny unless the target is this
     process" is written as one rule per way the target can differ.
     """
-    arg, ne = sc.Arg, sc.NE  # type: ignore[attr-defined]
+    arg, ne, eq = sc.Arg, sc.NE, sc.EQ  # type: ignore[attr-defined]
     rules: list[tuple[str, tuple[object, ...]]] = []
     # signals only to itself (kill(0) would reach its process group: the worker leads its own)
     for name in ("kill", "tkill", "tgkill"):
@@ -255,6 +255,8 @@ def _arg_rules(sc: object, pid: int) -> list[tuple[str, tuple[object, ...]]]:
     rules.append(("setpriority", (arg(1, ne, 0),)))
     rules.append(("ioprio_set", (arg(0, ne, _IOPRIO_WHO_PROCESS),)))
     rules.append(("ioprio_set", (arg(1, ne, 0),)))
+    # the parent-death signal, set before the filter, stays set: it is the death chain
+    rules.append(("prctl", (arg(0, eq, _PR_SET_PDEATHSIG),)))
     return rules
 
 

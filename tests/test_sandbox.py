@@ -20,6 +20,7 @@ import ctypes
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -35,7 +36,7 @@ import pytest
 from reward_service.pool import Task, WorkerPool
 from reward_service.settings import Settings
 from reward_service.worker import PROBE_PREFIX
-from tests.helpers import ROOT
+from tests.helpers import ROOT, alive, wait_until
 
 ROOT_TEST = os.geteuid() == 0
 _DEFAULTS = Settings()
@@ -139,8 +140,9 @@ def server_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _settings(**kw: Any) -> Settings:
-    return Settings(workers=1, spares=1, enable_test_probes=True, worker_memory_mb=MEMORY_MB,
-                    sandbox="best-effort", **kw)
+    base = {"workers": 1, "spares": 1, "enable_test_probes": True, "worker_memory_mb": MEMORY_MB,
+            "sandbox": "best-effort"}
+    return Settings(**{**base, **kw})
 
 
 @pytest.fixture(scope="module")
@@ -395,4 +397,21 @@ def test_no_inherited_fd_but_its_pipes(sandboxed: PoolThread, server_log: Path) 
     assert {fds[0], fds[1], fds[2]} == {"/dev/null"}, fds
     rest = [target for fd, target in fds.items() if fd > 2]
     assert len(rest) == 2 and all(t.startswith("pipe:") for t in rest), fds
+
+
+# --------------------------------------------------------------------------- item 13
+def test_parent_death_signal_stays_set(server_log: Path) -> None:
+    assert "now 0" in escaped("clear_pdeathsig")["detail"]
+    # its own pool: the test SIGKILLs the zygote, and the worker must die with it
+    with PoolThread(_settings(spares=0, sandbox_landlock=False), server_log) as p:
+        [worker] = p.pool.worker_pids()
+        zygote = p.pool.zygote_pid
+        assert zygote is not None
+        p.probe("clear_pdeathsig").assert_blocked("EPERM")
+        try:
+            os.kill(zygote, signal.SIGKILL)
+            assert wait_until(lambda: not alive(worker), 60), "the worker outlived its zygote"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
 
