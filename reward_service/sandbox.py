@@ -213,6 +213,8 @@ _DENY_ALWAYS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "setuid", "setgid", "setreuid",
     "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capset",
     "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+    # signals whose target the filter cannot see (a pidfd)
+    "pidfd_send_signal",
     # resource limits: set none after the sandbox (reading its own stays allowed, see below)
     "setrlimit",
     # SysV and POSIX IPC objects outlive the worker
@@ -232,6 +234,7 @@ _DENY_ALWAYS = (
 # Linux constants the argument rules compare against (the same on x86_64 and aarch64).
 _PRIO_PROCESS = 0
 _IOPRIO_WHO_PROCESS = 1
+_F_SETOWN, _F_SETOWN_EX = 8, 15
 
 
 def _arg_rules(sc: object, pid: int) -> list[tuple[str, tuple[object, ...]]]:
@@ -243,8 +246,12 @@ def _arg_rules(sc: object, pid: int) -> list[tuple[str, tuple[object, ...]]]:
     arg, ne, eq = sc.Arg, sc.NE, sc.EQ  # type: ignore[attr-defined]
     rules: list[tuple[str, tuple[object, ...]]] = []
     # signals only to itself (kill(0) would reach its process group: the worker leads its own)
-    for name in ("kill", "tkill", "tgkill"):
+    for name in ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
         rules.append((name, (arg(0, ne, pid),)))
+    # SIGIO/SIGURG sent by the kernel to a process the worker names as a file's owner (the
+    # ioctl forms, FIOSETOWN/SIOCSPGRP, work on sockets only, and sockets are denied)
+    for cmd in (_F_SETOWN, _F_SETOWN_EX):
+        rules.append(("fcntl", (arg(1, eq, cmd),)))
     # limits, priority, affinity and scheduling: of itself only (pid 0); getrlimit is
     # prlimit64(0, r, NULL, old) in glibc, so that stays; setting any limit does not
     rules.append(("prlimit64", (arg(0, ne, 0),)))

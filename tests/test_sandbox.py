@@ -415,3 +415,18 @@ def test_parent_death_signal_stays_set(server_log: Path) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(worker, signal.SIGKILL)
 
+
+# --------------------------------------------------------------------------- item 15
+SIGNALS = ["kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo",
+           "pidfd_send_signal", "sigio"]
+
+
+@pytest.mark.parametrize("probe", SIGNALS)
+def test_signal_a_process_of_the_same_uid(seccomp_only: PoolThread, victims: Callable,
+                                          probe: str) -> None:
+    target = victims()
+    escaped(probe, pid=target.pid)
+    assert target.wait(60) < 0  # killed by a signal (SIGKILL, or SIGIO's default action)
+    target = victims()
+    seccomp_only.probe(probe, pid=target.pid).assert_blocked("EPERM")
+    assert target.poll() is None
