@@ -97,6 +97,16 @@ def _truncate(a: Arg) -> str:
     return f"truncated {a['path']}"
 
 
+def _utime(a: Arg) -> str:
+    os.utime(a["path"], (0, 0))
+    return f"set the times of {a['path']} to 1970"
+
+
+def _xattr(a: Arg) -> str:
+    os.setxattr(a["path"], "user.probe", b"escaped")
+    return f"set an extended attribute on {a['path']}"
+
+
 # --- processes, threads, memory -------------------------------------------------------------
 def _fork(a: Arg) -> str:
     pid = os.fork()
@@ -194,6 +204,16 @@ def _mq(a: Arg) -> str:
     return f"created POSIX message queue {a['name']}"
 
 
+def _pidfd_getfd(a: Arg) -> str:
+    pidfd = os.pidfd_open(a["pid"])
+    try:
+        stolen = _syscall("pidfd_getfd", pidfd, 0, 0)  # the target's fd 0
+    finally:
+        os.close(pidfd)
+    os.close(stolen)
+    return f"took a copy of fd 0 of {a['pid']}"
+
+
 # --- item 12: inherited file descriptors ----------------------------------------------------
 def _stderr(a: Arg) -> str:
     os.ftruncate(2, 0)
@@ -284,6 +304,8 @@ PROBES: dict[str, Callable[[Arg], str]] = {
     "unlink_file": _unlink,
     "rename_file": _rename,
     "truncate_file": _truncate,
+    "utime_file": _utime,
+    "setxattr_file": _xattr,
     "fork": _fork,
     "thread": _thread,
     "exec": _exec,
@@ -295,6 +317,7 @@ PROBES: dict[str, Callable[[Arg], str]] = {
     "prlimit_other": _prlimit,
     "setpriority_other": _setpriority,
     "sched_setaffinity_other": _affinity,
+    "pidfd_getfd_other": _pidfd_getfd,
     "sysv_shm": _shm,
     "sysv_msg": _msg,
     "sysv_sem": _sem,

@@ -209,10 +209,13 @@ _DENY_ALWAYS = (
     "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
     # processes and threads
     "fork", "vfork", "clone", "execve", "execveat",
-    # other processes' memory, privilege, namespaces, mounts
-    "ptrace", "process_vm_readv", "process_vm_writev", "setuid", "setgid", "setreuid",
-    "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capset",
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+    # other processes' memory, files, privilege, namespaces, mounts
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "process_madvise", "process_mrelease", "move_pages", "migrate_pages",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+    "setfsuid", "setfsgid", "capset", "unshare", "setns", "mount", "umount2", "pivot_root",
+    "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount",
+    "mount_setattr",
     # signals whose target the filter cannot see (a pidfd)
     "pidfd_send_signal",
     # resource limits: set none after the sandbox (reading its own stays allowed, see below)
@@ -224,11 +227,16 @@ _DENY_ALWAYS = (
     # filesystem changes
     "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
     "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat",
-    "chown", "fchown", "lchown", "fchownat", "truncate", "mknod", "mknodat", "memfd_create",
+    "fchmodat2", "chown", "fchown", "lchown", "fchownat", "truncate", "mknod", "mknodat",
+    "memfd_create", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "utime", "utimes", "utimensat", "futimesat", "name_to_handle_at",
+    "open_by_handle_at",
     # kernel attack surface and host state a scorer never needs
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-    "io_uring_setup", "init_module", "finit_module", "kexec_load", "reboot", "swapon",
-    "acct",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "init_module", "finit_module",
+    "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct",
+    "fanotify_init", "quotactl", "syslog", "vhangup", "sethostname", "setdomainname",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
 )
 
 # Linux constants the argument rules compare against (the same on x86_64 and aarch64).

@@ -245,6 +245,26 @@ def test_destroy_a_world_writable_file(sandboxed: PoolThread, world_dir: Path, p
     assert "kept.moved" not in os.listdir(world_dir)
 
 
+@pytest.mark.parametrize("probe", ["utime_file", "setxattr_file"])
+def test_change_the_metadata_of_a_file_of_its_uid(sandboxed: PoolThread, world_dir: Path,
+                                                  probe: str) -> None:
+    def target(name: str) -> Path:
+        path = world_dir / name
+        path.write_text("keep me")
+        os.chown(path, WORKER_UID, WORKER_GID)
+        return path
+
+    def changed(path: Path) -> bool:
+        return path.stat().st_mtime == 0 or bool(os.listxattr(path))
+
+    victim = target("control")
+    escaped(probe, path=str(victim))
+    assert changed(victim)
+    kept = target("kept")
+    sandboxed.probe(probe, path=str(kept)).assert_blocked("EPERM")
+    assert not changed(kept)
+
+
 # --------------------------------------------------------------------------- processes
 @pytest.mark.parametrize("probe", ["fork", "thread", "exec"])
 def test_no_new_process_thread_or_program(sandboxed: PoolThread, probe: str) -> None:
@@ -336,6 +356,11 @@ def test_affinity_of_another_process(seccomp_only: PoolThread, victims: Callable
     target = victims()
     seccomp_only.probe("sched_setaffinity_other", pid=target.pid, cpu=cpu).assert_blocked("EPERM")
     assert os.sched_getaffinity(target.pid) == cpus
+
+
+def test_take_an_fd_of_another_process(seccomp_only: PoolThread, victims: Callable) -> None:
+    escaped("pidfd_getfd_other", pid=victims().pid)
+    seccomp_only.probe("pidfd_getfd_other", pid=victims().pid).assert_blocked("EPERM")
 
 
 # --------------------------------------------------------------------------- item 11
