@@ -18,6 +18,7 @@ worker refuses to run if any layer is ``failed`` or a required layer is ``unavai
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -50,6 +51,7 @@ class SandboxConfig:
     uid: int = 65534
     gid: int = 65534
     max_open_files: int = 64
+    landlock: bool = True  # False only in tests, so that the seccomp rules alone are tested
 
 
 try:  # imported now, while the process may still read temp dirs and load libraries
@@ -63,6 +65,7 @@ except Exception as _exc:  # libseccomp missing
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 
@@ -80,9 +83,24 @@ def set_parent_death_signal(parent_pid: int) -> None:
         os._exit(0)
 
 
-def _clean_env() -> Layer:
+def _clean_env(keep_fds: tuple[int, ...]) -> Layer:
+    """No inherited environment; fds 0-2 on /dev/null; every other inherited fd closed.
+
+    fd 2 was the server's stderr (its log file or pipe): a worker could truncate it or write
+    forged log lines. What a worker has to say reaches the server in result frames.
+    """
     os.environ.clear()
-    return Layer("active", "environment cleared")
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        for fd in {null, *(int(name) for name in os.listdir("/proc/self/fd"))}:
+            if fd > 2 and fd not in keep_fds:
+                with contextlib.suppress(OSError):  # the listing's own fd is gone already
+                    os.close(fd)
+    except OSError as exc:
+        return Layer("failed", f"stdio to /dev/null: {exc}")
+    return Layer("active", "environment cleared; fds 0-2 /dev/null, no other inherited fd")
 
 
 def _rlimits(cfg: SandboxConfig) -> Layer:
@@ -108,12 +126,17 @@ def _rlimits(cfg: SandboxConfig) -> Layer:
 
 
 def _netns() -> Layer:
-    if _libc.unshare(_CLONE_NEWNET) == 0:
-        return Layer("active", "private network namespace (no interfaces up)")
+    """Private network (no interfaces up) and IPC namespaces (its SysV/POSIX IPC objects die
+    with it); a user namespace too where that is the only way to get them."""
+    if _libc.unshare(_CLONE_NEWNET | _CLONE_NEWIPC) == 0:
+        return Layer("active", "private network and IPC namespaces (no interfaces up)")
     first = _errno_str()
-    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-        return Layer("active", "private user+network namespace")
-    return Layer("unavailable", f"unshare(CLONE_NEWNET): {first}; with CLONE_NEWUSER: {_errno_str()}")
+    if _libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC) == 0:
+        return Layer("active", "private user, network and IPC namespaces")
+    return Layer(
+        "unavailable",
+        f"unshare(CLONE_NEWNET|CLONE_NEWIPC): {first}; with CLONE_NEWUSER: {_errno_str()}",
+    )
 
 
 # --- Landlock (ctypes; syscall numbers are the same on x86_64 and aarch64) ----------------
@@ -131,7 +154,9 @@ _NET_RIGHTS = (1 << 0) | (1 << 1)  # BIND_TCP, CONNECT_TCP (ABI 4)
 _SCOPES = (1 << 0) | (1 << 1)  # ABSTRACT_UNIX_SOCKET, SIGNAL (ABI 6)
 
 
-def _landlock() -> Layer:
+def _landlock(cfg: SandboxConfig) -> Layer:
+    if not cfg.landlock:
+        return Layer("off", "skipped by settings (tests of the seccomp rules alone)")
     syscall = _libc.syscall
     syscall.restype = ctypes.c_long
     abi = syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0),
@@ -184,19 +209,70 @@ _DENY_ALWAYS = (
     "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
     # processes and threads
     "fork", "vfork", "clone", "execve", "execveat",
-    # other processes' memory, privilege, namespaces, mounts
-    "ptrace", "process_vm_readv", "process_vm_writev", "setuid", "setgid", "setreuid",
-    "setregid", "setresuid", "setresgid", "setgroups", "setfsuid", "setfsgid", "capset",
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+    # other processes' memory, files, privilege, namespaces, mounts
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    "process_madvise", "process_mrelease", "move_pages", "migrate_pages",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups",
+    "setfsuid", "setfsgid", "capset", "unshare", "setns", "mount", "umount2", "pivot_root",
+    "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount",
+    "mount_setattr",
+    # signals whose target the filter cannot see (a pidfd)
+    "pidfd_send_signal",
+    # resource limits: set none after the sandbox (reading its own stays allowed, see below)
+    "setrlimit",
+    # SysV and POSIX IPC objects outlive the worker
+    "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl",
+    "shmget", "shmat", "shmdt", "shmctl", "mq_open", "mq_unlink", "mq_timedsend",
+    "mq_timedreceive", "mq_notify", "mq_getsetattr",
     # filesystem changes
     "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat",
     "rmdir", "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat",
-    "chown", "fchown", "lchown", "fchownat", "truncate", "mknod", "mknodat", "memfd_create",
-    # kernel attack surface a scorer never needs
+    "fchmodat2", "chown", "fchown", "lchown", "fchownat", "truncate", "mknod", "mknodat",
+    "memfd_create", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+    "fremovexattr", "utime", "utimes", "utimensat", "futimesat", "name_to_handle_at",
+    "open_by_handle_at",
+    # kernel attack surface and host state a scorer never needs
     "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-    "io_uring_setup", "init_module", "finit_module", "kexec_load", "reboot", "swapon",
-    "acct",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "init_module", "finit_module",
+    "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct",
+    "fanotify_init", "quotactl", "syslog", "vhangup", "sethostname", "setdomainname",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
 )
+
+# Linux constants the argument rules compare against (the same on x86_64 and aarch64).
+_PRIO_PROCESS = 0
+_IOPRIO_WHO_PROCESS = 1
+_F_SETOWN, _F_SETOWN_EX = 8, 15
+
+
+def _arg_rules(sc: object, pid: int) -> list[tuple[str, tuple[object, ...]]]:
+    """(syscall, conditions): each pair is one rule, denied when all its conditions hold.
+
+    Several rules for one syscall are alternatives, so "deny unless the target is this
+    process" is written as one rule per way the target can differ.
+    """
+    arg, ne, eq = sc.Arg, sc.NE, sc.EQ  # type: ignore[attr-defined]
+    rules: list[tuple[str, tuple[object, ...]]] = []
+    # signals only to itself (kill(0) would reach its process group: the worker leads its own)
+    for name in ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
+        rules.append((name, (arg(0, ne, pid),)))
+    # SIGIO/SIGURG sent by the kernel to a process the worker names as a file's owner (the
+    # ioctl forms, FIOSETOWN/SIOCSPGRP, work on sockets only, and sockets are denied)
+    for cmd in (_F_SETOWN, _F_SETOWN_EX):
+        rules.append(("fcntl", (arg(1, eq, cmd),)))
+    # limits, priority, affinity and scheduling: of itself only (pid 0); getrlimit is
+    # prlimit64(0, r, NULL, old) in glibc, so that stays; setting any limit does not
+    rules.append(("prlimit64", (arg(0, ne, 0),)))
+    rules.append(("prlimit64", (arg(2, ne, 0),)))
+    for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr"):
+        rules.append((name, (arg(0, ne, 0),)))
+    rules.append(("setpriority", (arg(0, ne, _PRIO_PROCESS),)))  # PRIO_PGRP, PRIO_USER
+    rules.append(("setpriority", (arg(1, ne, 0),)))
+    rules.append(("ioprio_set", (arg(0, ne, _IOPRIO_WHO_PROCESS),)))
+    rules.append(("ioprio_set", (arg(1, ne, 0),)))
+    # the parent-death signal, set before the filter, stays set: it is the death chain
+    rules.append(("prctl", (arg(0, eq, _PR_SET_PDEATHSIG),)))
+    return rules
 
 
 def _seccomp() -> Layer:
@@ -205,6 +281,7 @@ def _seccomp() -> Layer:
         return Layer("unavailable", f"pyseccomp/libseccomp not loadable: {_SECCOMP_IMPORT_ERROR}")
     eperm = sc.ERRNO(errno.EPERM)
     pid = os.getpid()
+    rules = _arg_rules(sc, pid)
     try:
         f = sc.SyscallFilter(defaction=sc.ALLOW)
         for name in _DENY_ALWAYS:
@@ -216,27 +293,34 @@ def _seccomp() -> Layer:
         for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC):
             f.add_rule(eperm, "openat", sc.Arg(2, sc.MASKED_EQ, flag, flag))
             f.add_rule(eperm, "open", sc.Arg(1, sc.MASKED_EQ, flag, flag))
-        # signals only to itself
-        f.add_rule(eperm, "kill", sc.Arg(0, sc.NE, pid))
-        f.add_rule(eperm, "tkill", sc.Arg(0, sc.NE, pid))
-        f.add_rule(eperm, "tgkill", sc.Arg(0, sc.NE, pid))
+        for name, conditions in rules:
+            f.add_rule(eperm, name, *conditions)
         f.load()
     except Exception as exc:
         return Layer("failed", f"seccomp: {exc}")
-    return Layer("active", f"deny-list of {len(_DENY_ALWAYS) + 7} syscalls, write-opens denied")
+    return Layer(
+        "active",
+        f"deny-list of {len(_DENY_ALWAYS) + 2} syscalls, write-opens denied, "
+        f"{len(rules)} argument rules (no other process as a target)",
+    )
 
 
-def apply_sandbox(cfg: SandboxConfig, parent_pid: int) -> tuple[dict[str, Layer], str | None]:
-    """Apply every layer in order; return the report and, in strict mode, why to refuse."""
+def apply_sandbox(
+    cfg: SandboxConfig, parent_pid: int, keep_fds: tuple[int, ...] = ()
+) -> tuple[dict[str, Layer], str | None]:
+    """Apply every layer in order; return the report and, in strict mode, why to refuse.
+
+    ``keep_fds``: the worker's own pipes; every other inherited fd is closed.
+    """
     if cfg.mode == "off":
         return {name: Layer("off", "sandbox disabled by settings") for name in LAYERS}, None
     report: dict[str, Layer] = {}
     start_uid = os.geteuid()
-    report["clean_env"] = _clean_env()
+    report["clean_env"] = _clean_env(keep_fds)
     report["netns"] = _netns()  # needs privilege: before the uid drop
     report["rlimits"] = _rlimits(cfg)
     report["uid"] = _drop_uid(cfg, parent_pid, start_uid)
-    report["landlock"] = _landlock()
+    report["landlock"] = _landlock(cfg)
     report["seccomp"] = _seccomp()  # last: it forbids the calls the steps above make
     refusal = None
     if cfg.mode == "strict":

@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     enable_test_probes: bool = Field(
         False, description="Let the pool run named sandbox probes in a worker (tests only)."
     )
+    sandbox_landlock: bool = Field(
+        True, description="Apply Landlock where the kernel has it; tests set False so that "
+        "they exercise the seccomp rules alone (strict mode does not require Landlock).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

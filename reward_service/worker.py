@@ -4,27 +4,32 @@ Forked by the zygote (``zygote.py``) from a warm, single-threaded template, so m
 already imported and exercised. Life:
 
 1. die with the zygote (PDEATHSIG), which itself dies with the server;
-2. apply the sandbox (``sandbox.py``); in strict mode refuse to run if a layer is missing;
-3. send READY, then score chunks in the main thread, one result frame per item, until EOF.
+2. in probe mode only (tests), import the test-only probes (``probes.py``) while it still can;
+3. apply the sandbox (``sandbox.py``); in strict mode refuse to run if a layer is missing;
+4. send READY, then score chunks in the main thread, one result frame per item, until EOF.
 
 It never enforces deadlines itself: the supervisor kills it when an item runs too long.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from reward_service import protocol
-from reward_service.probes import PROBE_PREFIX, run_probe
 from reward_service.sandbox import SandboxConfig, apply_sandbox, report_dict
 from reward_service.scorers.base import Verdict, clip
 
-__all__ = ["WARMUP", "serve"]
+__all__ = ["PROBE_PREFIX", "WARMUP", "serve"]
 
 ScoreFn = Callable[[str, str, Mapping[str, Any]], Verdict]
+ProbeFn = Callable[[str, str], Verdict]  # (name, argument JSON) -> verdict
+
+# Reserved scorer prefix of a test probe (``__probe__:<name>``): see ``probes.py``.
+PROBE_PREFIX = "__probe__:"
 
 WARMUP = (
     ("math_verify", "The answer is $\\boxed{\\frac{1}{2}}$.", "0.5"),
@@ -37,13 +42,12 @@ WARMUP = (
 )
 
 
-def _score_one(scorers: Mapping[str, ScoreFn], probes: bool, item: list[Any]) -> Verdict:
+def _score_one(scorers: Mapping[str, ScoreFn], probe: ProbeFn | None, item: list[Any]) -> Verdict:
     _, scorer, response, ground_truth, params = item
     if scorer.startswith(PROBE_PREFIX):
-        if not probes:
+        if probe is None:
             return Verdict("error", reason="probes are disabled")
-        blocked, detail = run_probe(scorer[len(PROBE_PREFIX) :])
-        return Verdict("correct" if blocked else "incorrect", reason=detail)
+        return probe(scorer[len(PROBE_PREFIX) :], response)
     fn = scorers.get(scorer)
     if fn is None:
         return Verdict("error", reason=f"unknown scorer {clip(scorer, 50)!r}")
@@ -67,7 +71,9 @@ def serve(
     probes: bool = False,
 ) -> int:
     """Sandbox this process, announce READY, score until EOF. Returns the exit code."""
-    report, refusal = apply_sandbox(sandbox, parent_pid)
+    # test-only code is loaded only in probe mode, and before the sandbox forbids nothing yet
+    probe = importlib.import_module("reward_service.probes").verdict if probes else None
+    report, refusal = apply_sandbox(sandbox, parent_pid, keep_fds=(in_fd, out_fd))
     if refusal:
         protocol.write_all(out_fd, protocol.encode({"op": "fatal", "reason": refusal}))
         return 3
@@ -81,7 +87,7 @@ def serve(
             continue
         for item in msg["items"]:
             t0 = time.perf_counter()
-            verdict = _score_one(scorers, probes, item)
+            verdict = _score_one(scorers, probe, item)
             elapsed = time.perf_counter() - t0
             protocol.write_all(
                 out_fd,

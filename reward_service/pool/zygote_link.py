@@ -77,6 +77,7 @@ class ZygoteLink:
                 "cpu_s": s.worker_cpu_s,
                 "uid": s.worker_uid,
                 "gid": s.worker_gid,
+                "landlock": s.sandbox_landlock,
             },
         })
 
