@@ -1,18 +1,26 @@
 """Sandbox layers a worker applies to itself before it reads untrusted text.
 
-What is covered: a worker cannot open network sockets (seccomp + a private network namespace
-+ Landlock TCP rules), cannot create, write, rename or delete files (seccomp on open flags and
-path syscalls + Landlock + RLIMIT_FSIZE=0 + an unprivileged uid), cannot start processes or
-threads (seccomp + RLIMIT_NPROC=0), cannot signal or trace other processes (seccomp, Landlock
-signal scoping, different uid), cannot exceed its address-space and CPU caps (rlimits), and
-holds no inherited environment (it gets a minimal one and clears it).
+What is covered (docs/RELIABILITY.md has the table of syscall classes, what blocks each with
+and without Landlock, and the test of each): a worker cannot open network sockets (seccomp +
+a private network namespace + Landlock TCP rules); cannot create, write, rename, delete or
+re-stamp files (seccomp on open flags and path/metadata syscalls + Landlock + RLIMIT_FSIZE=0 +
+an unprivileged uid); cannot start processes or threads (seccomp + RLIMIT_NPROC=0); cannot
+signal, trace, read the fds of, or change the limits, priority or affinity of any other process
+(seccomp argument rules: only itself as a target, the same with or without Landlock; Landlock
+signal scoping and a different uid on top where present); cannot make SysV/POSIX IPC objects
+(seccomp + a private IPC namespace); cannot clear its parent-death signal (seccomp); cannot
+exceed its address-space and CPU caps (rlimits); holds no inherited environment and no
+inherited fd but its two pipes (fds 0-2 are /dev/null, not the server's stderr).
 
-What is not: reading world-readable files is allowed (Python imports lazily); the supervisor
-enforces wall-clock deadlines from outside by killing the worker; kernel bugs.
+What is not: reading world-readable files is allowed (Python imports lazily); advisory locks
+on files it can read; the supervisor enforces wall-clock deadlines from outside by killing the
+worker; seccomp here is a deny-list, so a syscall a later kernel adds is allowed until listed;
+kernel bugs.
 
 Each layer returns a :class:`Layer`: ``active``, ``unavailable`` (this host cannot provide it,
 e.g. no privilege to create a namespace inside a default container, or not root so there is
-no uid to drop), or ``failed`` (it should have worked and did not). In ``strict`` mode a
+no uid to drop), ``failed`` (it should have worked and did not) or ``off`` (disabled by
+settings: the whole sandbox, or Landlock alone in tests). In ``strict`` mode a
 worker refuses to run if any layer is ``failed`` or a required layer is ``unavailable``.
 """
 
