@@ -30,7 +30,7 @@ from typing import Any
 
 import pyseccomp  # for syscall numbers (per arch); imported while imports still work
 
-from reward_service.scorers.base import Verdict
+from reward_service.scorers.base import Status, Verdict
 
 __all__ = ["PROBES", "outcome", "verdict"]
 
@@ -349,7 +349,7 @@ def outcome(name: str, arg_json: str) -> dict[str, Any]:
     return {"outcome": "escaped", "errno": None, "detail": detail[:2000]}
 
 
-_STATUS = {"blocked": "correct", "escaped": "incorrect", "error": "error"}
+_STATUS: dict[str, Status] = {"blocked": "correct", "escaped": "incorrect", "error": "error"}
 
 
 def verdict(name: str, arg_json: str) -> Verdict:
