@@ -28,7 +28,7 @@ import orjson
 __all__ = ["FrameDecoder", "ProtocolError", "encode", "read_frame", "write_all"]
 
 _HEADER = struct.Struct("!I")
-MAX_FRAME = 512 * 1024 * 1024
+MAX_FRAME = 512 * 1024 * 1024  # supervisor → worker: a chunk of long responses
 
 
 class ProtocolError(Exception):
@@ -41,10 +41,15 @@ def encode(msg: Any) -> bytes:
 
 
 class FrameDecoder:
-    """Incremental decoder for a non-blocking reader (the supervisor side)."""
+    """Incremental decoder for a non-blocking reader (the supervisor side).
 
-    def __init__(self) -> None:
+    A frame whose header announces more than ``max_frame`` bytes is refused at the header,
+    before any of its body is buffered: a worker cannot make the server hold a large frame.
+    """
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buf = bytearray()
+        self._max = max_frame
 
     def feed(self, data: bytes) -> list[Any]:
         buf = self._buf
@@ -53,8 +58,8 @@ class FrameDecoder:
         pos, have = 0, len(buf)
         while have - pos >= _HEADER.size:
             (size,) = _HEADER.unpack_from(buf, pos)
-            if size > MAX_FRAME:
-                raise ProtocolError(f"frame of {size} bytes")
+            if size > self._max:
+                raise ProtocolError(f"frame of {size} bytes (limit {self._max})")
             end = pos + _HEADER.size + size
             if have < end:
                 break

@@ -69,3 +69,11 @@ def test_control_records_round_trip_within_one_packet(msg: control.Message) -> N
 def test_control_packets_that_are_not_records_are_refused(packet: bytes) -> None:
     with pytest.raises(control.ControlError):
         control.decode(packet)
+
+
+def test_a_frame_over_the_decoders_limit_is_refused_at_its_header() -> None:
+    ok = protocol.encode({"op": "result", "reason": "x" * 900})
+    assert protocol.FrameDecoder(max_frame=len(ok)).feed(ok)[0]["reason"] == "x" * 900
+    decoder = protocol.FrameDecoder(max_frame=len(ok) - protocol._HEADER.size - 1)
+    with pytest.raises(protocol.ProtocolError, match="limit"):
+        decoder.feed(ok[: protocol._HEADER.size])  # the header alone: no body is awaited

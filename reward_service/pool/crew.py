@@ -217,6 +217,7 @@ class Crew:
             on_message=lambda msg: self._on_message(w, msg),
             on_eof=lambda: self._on_eof(w),
             on_bad=lambda reason: self.kill(w, reason_key="protocol", why=reason),
+            max_frame=self._s.max_worker_frame_bytes,
         )
         self._spawning[spawn_id] = w
         self.workers.append(w)
