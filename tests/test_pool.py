@@ -427,3 +427,22 @@ def test_a_worker_announcing_a_huge_frame_is_killed_at_the_header() -> None:
         assert pool.status().restarts.get("protocol") == 1
 
     _run(scenario, workers=1, spares=1, sandbox="off")
+
+
+def test_a_forged_result_fails_only_the_item_the_worker_held() -> None:
+    """Worker frames are untrusted: a well-formed frame answering the held item with
+    ``status: "pwned"`` kills the worker and makes that item ``error`` with the reason; the
+    other 20 items of the request are scored. (It became the item's status, and the whole
+    batch a 500 at the HTTP layer.)"""
+
+    async def scenario(pool: WorkerPool) -> None:
+        forged = {"op": "result", "seq": 0, "status": "pwned", "extracted": "1",
+                  "extracted_gold": "1", "reason": None, "elapsed_s": 0.1}
+        outcomes = await _forge_while_held(pool, protocol.encode(forged))  # seq 0: the hang
+        first = outcomes[0].verdict
+        assert first.status == "error" and "'pwned' is not one of" in (first.reason or ""), first
+        _, expected = _items(20)
+        assert [o.verdict.status for o in outcomes[1:]] == expected
+        assert pool.status().restarts.get("protocol") == 1
+
+    _run(scenario, workers=1, spares=1, sandbox="off")
