@@ -19,20 +19,128 @@ Worker → supervisor::
 
 from __future__ import annotations
 
+import math
 import os
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-__all__ = ["FrameDecoder", "ProtocolError", "encode", "read_frame", "write_all"]
+from reward_service.scorers.base import STATUSES, Status, clip
+
+__all__ = [
+    "Fatal",
+    "FrameDecoder",
+    "ProtocolError",
+    "Ready",
+    "Result",
+    "WorkerMessage",
+    "encode",
+    "parse_worker_message",
+    "read_frame",
+    "write_all",
+]
 
 _HEADER = struct.Struct("!I")
-MAX_FRAME = 512 * 1024 * 1024
+MAX_FRAME = 512 * 1024 * 1024  # supervisor → worker: a chunk of long responses
 
 
 class ProtocolError(Exception):
-    """A peer sent bytes that are not a valid frame."""
+    """A peer sent bytes that are not a valid frame, or a frame that is not a valid message."""
+
+
+_TEXT = 1000  # characters kept of any string a worker sends (scorers clip theirs to 200)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A worker's answer for one item."""
+
+    seq: int
+    status: Status
+    extracted: str | None
+    extracted_gold: str | None
+    reason: str | None
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A worker applied its sandbox and takes work; ``sandbox``: layer → status and detail."""
+
+    sandbox: dict[str, dict[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Fatal:
+    """A worker refuses to run (strict sandbox missing a layer)."""
+
+    reason: str
+
+
+WorkerMessage = Result | Ready | Fatal
+_KEYS = {
+    "result": {"op", "seq", "status", "extracted", "extracted_gold", "reason", "elapsed_s"},
+    "ready": {"op", "pid", "sandbox"},
+    "fatal": {"op", "reason"},
+}
+
+
+def _int(value: Any, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"{name} is not an integer")
+    return value
+
+
+def _text(value: Any, name: str, *, optional: bool = True) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ProtocolError(f"{name} is not a string")
+    return clip(value, _TEXT)
+
+
+def _sandbox(value: Any) -> dict[str, dict[str, str]]:
+    if not isinstance(value, dict) or len(value) > 32:
+        raise ProtocolError("sandbox is not a small object")
+    out: dict[str, dict[str, str]] = {}
+    for layer, info in value.items():
+        if not isinstance(info, dict) or set(info) != {"status", "detail"}:
+            raise ProtocolError("sandbox layer is not {status, detail}")
+        out[clip(layer, 50)] = {k: _text(v, f"sandbox.{k}", optional=False) or "" for k, v in info.items()}
+    return out
+
+
+def parse_worker_message(raw: Any) -> WorkerMessage:
+    """Check a decoded frame from a worker, which is untrusted: exact keys, types, a known
+    status, a finite elapsed time ≥ 0; strings clipped. Raises :class:`ProtocolError`."""
+    op = raw.get("op") if isinstance(raw, dict) else None
+    keys = _KEYS.get(op) if isinstance(op, str) else None
+    if keys is None:
+        raise ProtocolError("not a worker message")
+    if set(raw) != keys:
+        raise ProtocolError(f"{op}: unexpected or missing keys")
+    if op == "ready":
+        _int(raw["pid"], "pid")
+        return Ready(_sandbox(raw["sandbox"]))
+    if op == "fatal":
+        return Fatal(_text(raw["reason"], "reason", optional=False) or "")
+    status, elapsed = raw["status"], raw["elapsed_s"]
+    if status not in STATUSES:
+        raise ProtocolError(f"status {clip(status, 40)!r} is not one of {', '.join(STATUSES)}")
+    if isinstance(elapsed, bool) or not isinstance(elapsed, int | float):
+        raise ProtocolError("elapsed_s is not a number")
+    if not math.isfinite(elapsed) or elapsed < 0:
+        raise ProtocolError(f"elapsed_s is {elapsed!r}")
+    return Result(
+        seq=_int(raw["seq"], "seq"),
+        status=status,
+        extracted=_text(raw["extracted"], "extracted"),
+        extracted_gold=_text(raw["extracted_gold"], "extracted_gold"),
+        reason=_text(raw["reason"], "reason"),
+        elapsed_s=float(elapsed),
+    )
 
 
 def encode(msg: Any) -> bytes:
@@ -41,10 +149,15 @@ def encode(msg: Any) -> bytes:
 
 
 class FrameDecoder:
-    """Incremental decoder for a non-blocking reader (the supervisor side)."""
+    """Incremental decoder for a non-blocking reader (the supervisor side).
 
-    def __init__(self) -> None:
+    A frame whose header announces more than ``max_frame`` bytes is refused at the header,
+    before any of its body is buffered: a worker cannot make the server hold a large frame.
+    """
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._buf = bytearray()
+        self._max = max_frame
 
     def feed(self, data: bytes) -> list[Any]:
         buf = self._buf
@@ -53,8 +166,8 @@ class FrameDecoder:
         pos, have = 0, len(buf)
         while have - pos >= _HEADER.size:
             (size,) = _HEADER.unpack_from(buf, pos)
-            if size > MAX_FRAME:
-                raise ProtocolError(f"frame of {size} bytes")
+            if size > self._max:
+                raise ProtocolError(f"frame of {size} bytes (limit {self._max})")
             end = pos + _HEADER.size + size
             if have < end:
                 break

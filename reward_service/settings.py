@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     recycle_rss_mb: int = Field(
         1024, ge=64, description="Restart a worker whose resident memory grows past this."
     )
+    max_worker_frame_bytes: int = Field(
+        4 * 1024 * 1024, ge=64 * 1024,
+        description="Largest frame the server reads from a worker (results carry clipped "
+        "strings: a few KB); a worker announcing a larger one is killed.",
+    )
 
     # --- per item ------------------------------------------------------------------------
     default_timeout_s: float = Field(

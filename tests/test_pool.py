@@ -14,7 +14,8 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from reward_service.pool import Task, WorkerPool
+from reward_service import protocol
+from reward_service.pool import Outcome, Task, WorkerPool
 from reward_service.settings import Settings
 from tests.helpers import alive
 
@@ -373,3 +374,75 @@ def test_a_small_request_is_not_stuck_behind_another_requests_hostile_batch() ->
         assert statuses == ["timeout"] * 16
 
     _run(scenario)
+
+
+def _result_pipe(pid: int) -> str:
+    """``/proc/PID/fd/N`` of a worker's result pipe (its one write-only pipe past stderr).
+
+    Opening it lets the test put bytes on that pipe exactly as code running in the worker
+    could (a worker may write anything to its own result pipe; no sandbox layer stops that).
+    """
+    for name in os.listdir(f"/proc/{pid}/fd"):
+        if int(name) <= 2 or not os.readlink(f"/proc/{pid}/fd/{name}").startswith("pipe:"):
+            continue
+        with open(f"/proc/{pid}/fdinfo/{name}") as fh:
+            flags = int(fh.read().split("flags:")[1].split()[0], 8)
+        if flags & os.O_ACCMODE == os.O_WRONLY:
+            return f"/proc/{pid}/fd/{name}"
+    raise LookupError(f"no result pipe in worker {pid}")
+
+
+async def _forge_while_held(pool: WorkerPool, data: bytes, n_rest: int = 20) -> list[Outcome]:
+    """Submit a hang (held by the one active worker) and ``n_rest`` plain items, write
+    ``data`` on the holding worker's result pipe, and return the outcomes."""
+    await _capacity(pool, 1, 1)
+    rest, _ = _items(n_rest)
+    job = asyncio.create_task(pool.submit([Task("math_verify", HANG, "1", 30.0), *rest]))
+    await _until(pool, lambda: len(pool.busy_worker_pids()) == 1)
+    (holder,) = pool.busy_worker_pids()
+    fd = os.open(_result_pipe(holder), os.O_WRONLY)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    # the hang's own deadline is 30 s: an answer well before it came from the defence
+    outcomes = await asyncio.wait_for(job, 20.0)
+    assert not alive(holder)
+    return outcomes
+
+
+def test_a_worker_announcing_a_huge_frame_is_killed_at_the_header() -> None:
+    """A frame header announcing 400 MB (over REWARD_MAX_WORKER_FRAME_BYTES) is refused before
+    any of its body is buffered: the worker is killed, the item it held is ``error``, the rest
+    are requeued and scored. (The supervisor waited for the 400 MB: the item hung until its
+    deadline, and a worker that sent them grew the server by as much.)"""
+
+    async def scenario(pool: WorkerPool) -> None:
+        header = protocol._HEADER.pack(400 * 2**20)
+        outcomes = await _forge_while_held(pool, header + b"{" * 1000)
+        first = outcomes[0].verdict
+        assert first.status == "error" and "frame of 419430400 bytes" in (first.reason or ""), first
+        _, expected = _items(20)
+        assert [o.verdict.status for o in outcomes[1:]] == expected
+        assert pool.status().restarts.get("protocol") == 1
+
+    _run(scenario, workers=1, spares=1, sandbox="off")
+
+
+def test_a_forged_result_fails_only_the_item_the_worker_held() -> None:
+    """Worker frames are untrusted: a well-formed frame answering the held item with
+    ``status: "pwned"`` kills the worker and makes that item ``error`` with the reason; the
+    other 20 items of the request are scored. (It became the item's status, and the whole
+    batch a 500 at the HTTP layer.)"""
+
+    async def scenario(pool: WorkerPool) -> None:
+        forged = {"op": "result", "seq": 0, "status": "pwned", "extracted": "1",
+                  "extracted_gold": "1", "reason": None, "elapsed_s": 0.1}
+        outcomes = await _forge_while_held(pool, protocol.encode(forged))  # seq 0: the hang
+        first = outcomes[0].verdict
+        assert first.status == "error" and "'pwned' is not one of" in (first.reason or ""), first
+        _, expected = _items(20)
+        assert [o.verdict.status for o in outcomes[1:]] == expected
+        assert pool.status().restarts.get("protocol") == 1
+
+    _run(scenario, workers=1, spares=1, sandbox="off")

@@ -69,3 +69,53 @@ def test_control_records_round_trip_within_one_packet(msg: control.Message) -> N
 def test_control_packets_that_are_not_records_are_refused(packet: bytes) -> None:
     with pytest.raises(control.ControlError):
         control.decode(packet)
+
+
+def test_a_frame_over_the_decoders_limit_is_refused_at_its_header() -> None:
+    ok = protocol.encode({"op": "result", "reason": "x" * 900})
+    assert protocol.FrameDecoder(max_frame=len(ok)).feed(ok)[0]["reason"] == "x" * 900
+    decoder = protocol.FrameDecoder(max_frame=len(ok) - protocol._HEADER.size - 1)
+    with pytest.raises(protocol.ProtocolError, match="limit"):
+        decoder.feed(ok[: protocol._HEADER.size])  # the header alone: no body is awaited
+
+
+# ---------------------------------------------------------------- messages from a worker
+_RESULT = {"op": "result", "seq": 7, "status": "correct", "extracted": "2",
+           "extracted_gold": "2", "reason": None, "elapsed_s": 0.01}
+
+
+def test_a_valid_result_is_typed_and_long_strings_are_clipped() -> None:
+    msg = protocol.parse_worker_message({**_RESULT, "reason": "r" * 50_000})
+    assert isinstance(msg, protocol.Result)
+    assert (msg.seq, msg.status, msg.extracted, msg.elapsed_s) == (7, "correct", "2", 0.01)
+    assert msg.reason is not None and len(msg.reason) == 1000
+    ready = protocol.parse_worker_message(
+        {"op": "ready", "pid": 5, "sandbox": {"seccomp": {"status": "active", "detail": "x"}}})
+    assert ready == protocol.Ready({"seccomp": {"status": "active", "detail": "x"}})
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        {**_RESULT, "status": "pwned"},
+        {**_RESULT, "status": ["correct"]},
+        {**_RESULT, "seq": "7"},
+        {**_RESULT, "seq": True},
+        {**_RESULT, "elapsed_s": -1.0},
+        {**_RESULT, "elapsed_s": float("inf")},
+        {**_RESULT, "elapsed_s": "0.1"},
+        {**_RESULT, "extracted": 12},
+        {**_RESULT, "reason": {"a": 1}},
+        {**_RESULT, "extra": 1},
+        {k: v for k, v in _RESULT.items() if k != "elapsed_s"},
+        {"op": "fatal", "reason": None},
+        {"op": "ready", "pid": 5, "sandbox": {"seccomp": "active"}},
+        {"op": "ready", "pid": 5, "sandbox": [1]},
+        {"op": "exec", "code": "..."},
+        [1, 2],
+        "result",
+    ],
+)
+def test_forged_worker_messages_are_protocol_errors(forged: object) -> None:
+    with pytest.raises(protocol.ProtocolError):
+        protocol.parse_worker_message(forged)

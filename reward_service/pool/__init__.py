@@ -3,6 +3,7 @@
 Module map (imports go down, events go up through callbacks; no cycle)::
 
     scheduler.py    WorkerPool: submit, chunks, dispatch, deadlines, requeue, watchdog
+      ├─ fairqueue.py   queued chunks per request; the next goes to the least-served request
       └─ crew.py        the worker processes: spawn, promote, retire, reap, zygote restarts
            ├─ channel.py      one worker's pipes: frames out/in, EOF, kill, exit status
            └─ zygote_link.py  the zygote process and its control socket (control.py)

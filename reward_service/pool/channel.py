@@ -47,7 +47,8 @@ class WorkerChannel:
     """The pipes of one worker process (non-blocking, watched by ``loop``).
 
     ``on_message(msg)`` gets each decoded frame, ``on_eof()`` the end of the result pipe,
-    ``on_bad(reason)`` a byte stream that is not valid frames. The process's pid is known once
+    ``on_bad(reason)`` a byte stream that is not valid frames, or a frame over ``max_frame``
+    bytes (refused at its header, before its body is read). The process's pid is known once
     the zygote reports it; ``exited``/``returncode`` once the zygote reaped it.
     """
 
@@ -60,6 +61,7 @@ class WorkerChannel:
         on_message: Callable[[Any], None],
         on_eof: Callable[[], None],
         on_bad: Callable[[str], None],
+        max_frame: int,
     ) -> None:
         self._loop = loop
         self._to_fd = to_fd
@@ -67,7 +69,7 @@ class WorkerChannel:
         self._on_message = on_message
         self._on_eof = on_eof
         self._on_bad = on_bad
-        self._decoder = protocol.FrameDecoder()
+        self._decoder = protocol.FrameDecoder(max_frame)
         self._wbuf = bytearray()
         self._writer_on = False
         self.pid: int | None = None

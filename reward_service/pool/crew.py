@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from reward_service import protocol
 from reward_service.pool.channel import WorkerChannel, exit_text
 from reward_service.pool.records import Chunk, Pending
 from reward_service.pool.zygote_link import ZygoteLink
@@ -70,7 +71,7 @@ class Worker:
 class CrewEvents(Protocol):
     """What the crew tells the scheduler; called from the event loop."""
 
-    def on_result(self, w: Worker, msg: dict[str, Any]) -> None: ...
+    def on_result(self, w: Worker, msg: protocol.Result) -> None: ...
     def on_worker_down(self, w: Worker) -> None:
         """``w`` is dead: take back its items (all but the one it held)."""
     def on_crash(self, culprit: Pending, reason: str, elapsed: float) -> None: ...
@@ -217,6 +218,7 @@ class Crew:
             on_message=lambda msg: self._on_message(w, msg),
             on_eof=lambda: self._on_eof(w),
             on_bad=lambda reason: self.kill(w, reason_key="protocol", why=reason),
+            max_frame=self._s.max_worker_frame_bytes,
         )
         self._spawning[spawn_id] = w
         self.workers.append(w)
@@ -252,20 +254,26 @@ class Crew:
             self._metrics.worker_restarts.labels(reason=reason).inc()
 
     # ------------------------------------------------------------------ worker frames
-    def _on_message(self, w: Worker, msg: Any) -> None:
-        op = msg.get("op") if isinstance(msg, dict) else None
-        if op == "result":
+    def _on_message(self, w: Worker, raw: Any) -> None:
+        """A frame from a worker, which is untrusted: one that is not a valid message kills
+        the worker and fails the item it held (never the request)."""
+        try:
+            msg = protocol.parse_worker_message(raw)
+        except protocol.ProtocolError as exc:
+            self.kill(w, reason_key="protocol", why=f"worker sent an invalid message: {exc}")
+            return
+        if isinstance(msg, protocol.Result):
             self._events.on_result(w, msg)
-        elif op == "ready":
+        elif isinstance(msg, protocol.Ready):
             self._on_ready(w, msg)
-        elif op == "fatal":
-            w.fatal = self.fatal = str(msg.get("reason"))
+        else:
+            w.fatal = self.fatal = msg.reason
             log.error("worker refused to start", extra={"reason": w.fatal})
 
-    def _on_ready(self, w: Worker, msg: dict[str, Any]) -> None:
+    def _on_ready(self, w: Worker, msg: protocol.Ready) -> None:
         if w.state != "starting":
             return
-        self.sandbox_report = msg.get("sandbox") or {}
+        self.sandbox_report = msg.sandbox
         self.start_failures = 0
         w.state = "active" if self.count("active") < self._s.workers else "spare"
         log.debug("worker ready", extra={"pid": w.pid, "state": w.state})

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from reward_service import protocol
 from reward_service.errors import DrainingError, OverloadedError, PoolStartError
 from reward_service.pool.crew import Crew, Worker, WorkerState
 from reward_service.pool.fairqueue import FairQueue
@@ -258,24 +259,18 @@ class WorkerPool:
             self._outstanding -= 1
 
     # ------------------------------------------------------------------ crew events
-    def on_result(self, w: Worker, msg: dict[str, Any]) -> None:
-        p = w.by_seq.pop(msg.get("seq", -1), None)
+    def on_result(self, w: Worker, msg: protocol.Result) -> None:
+        p = w.by_seq.pop(msg.seq, None)
         if p is None or p is not w.current():
             self._crew.kill(w, reason_key="protocol", why="worker answered out of order")
             return
-        now = time.monotonic()
         chunk = w.inflight[0]
         chunk.done += 1
         p.req.on_workers -= 1
         w.items_done += 1
-        w.since = now
-        verdict = Verdict(
-            status=msg["status"],
-            extracted=msg.get("extracted"),
-            extracted_gold=msg.get("extracted_gold"),
-            reason=msg.get("reason"),
-        )
-        self._resolve(p, verdict, float(msg.get("elapsed_s", 0.0)))
+        w.since = time.monotonic()
+        verdict = Verdict(msg.status, msg.extracted, msg.extracted_gold, msg.reason)
+        self._resolve(p, verdict, msg.elapsed_s)
         if chunk.done == len(chunk.items):
             w.inflight.popleft()
             self._crew.after_chunk(w)
