@@ -87,8 +87,11 @@ _KEYS = {
 }
 
 
+_STATUS_SET = frozenset(STATUSES)
+
+
 def _int(value: Any, name: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
+    if type(value) is not int:  # orjson gives exact types; a bool is not a number here
         raise ProtocolError(f"{name} is not an integer")
     return value
 
@@ -96,51 +99,56 @@ def _int(value: Any, name: str) -> int:
 def _text(value: Any, name: str, *, optional: bool = True) -> str | None:
     if value is None and optional:
         return None
-    if not isinstance(value, str):
+    if type(value) is not str:
         raise ProtocolError(f"{name} is not a string")
-    return clip(value, _TEXT)
+    return value if len(value) <= _TEXT else clip(value, _TEXT)
 
 
 def _sandbox(value: Any) -> dict[str, dict[str, str]]:
-    if not isinstance(value, dict) or len(value) > 32:
+    if type(value) is not dict or len(value) > 32:
         raise ProtocolError("sandbox is not a small object")
     out: dict[str, dict[str, str]] = {}
     for layer, info in value.items():
-        if not isinstance(info, dict) or set(info) != {"status", "detail"}:
+        if type(info) is not dict or info.keys() != {"status", "detail"}:
             raise ProtocolError("sandbox layer is not {status, detail}")
         out[clip(layer, 50)] = {k: _text(v, f"sandbox.{k}", optional=False) or "" for k, v in info.items()}
     return out
 
 
+def _result(raw: dict[str, Any]) -> Result:
+    """The hot path: one per scored item."""
+    status, elapsed = raw["status"], raw["elapsed_s"]
+    if type(status) is not str or status not in _STATUS_SET:
+        raise ProtocolError(f"status {clip(status, 40)!r} is not one of {', '.join(STATUSES)}")
+    if type(elapsed) is not float and type(elapsed) is not int:
+        raise ProtocolError("elapsed_s is not a number")
+    if not 0 <= elapsed < math.inf:  # also false for NaN
+        raise ProtocolError(f"elapsed_s is {elapsed!r}")
+    return Result(
+        _int(raw["seq"], "seq"),
+        status,  # type: ignore[arg-type]  # checked against STATUSES above
+        _text(raw["extracted"], "extracted"),
+        _text(raw["extracted_gold"], "extracted_gold"),
+        _text(raw["reason"], "reason"),
+        float(elapsed),
+    )
+
+
 def parse_worker_message(raw: Any) -> WorkerMessage:
     """Check a decoded frame from a worker, which is untrusted: exact keys, types, a known
     status, a finite elapsed time ≥ 0; strings clipped. Raises :class:`ProtocolError`."""
-    op = raw.get("op") if isinstance(raw, dict) else None
-    keys = _KEYS.get(op) if isinstance(op, str) else None
+    op = raw.get("op") if type(raw) is dict else None
+    keys = _KEYS.get(op) if type(op) is str else None
     if keys is None:
         raise ProtocolError("not a worker message")
-    if set(raw) != keys:
+    if raw.keys() != keys:
         raise ProtocolError(f"{op}: unexpected or missing keys")
+    if op == "result":
+        return _result(raw)
     if op == "ready":
         _int(raw["pid"], "pid")
         return Ready(_sandbox(raw["sandbox"]))
-    if op == "fatal":
-        return Fatal(_text(raw["reason"], "reason", optional=False) or "")
-    status, elapsed = raw["status"], raw["elapsed_s"]
-    if status not in STATUSES:
-        raise ProtocolError(f"status {clip(status, 40)!r} is not one of {', '.join(STATUSES)}")
-    if isinstance(elapsed, bool) or not isinstance(elapsed, int | float):
-        raise ProtocolError("elapsed_s is not a number")
-    if not math.isfinite(elapsed) or elapsed < 0:
-        raise ProtocolError(f"elapsed_s is {elapsed!r}")
-    return Result(
-        seq=_int(raw["seq"], "seq"),
-        status=status,
-        extracted=_text(raw["extracted"], "extracted"),
-        extracted_gold=_text(raw["extracted_gold"], "extracted_gold"),
-        reason=_text(raw["reason"], "reason"),
-        elapsed_s=float(elapsed),
-    )
+    return Fatal(_text(raw["reason"], "reason", optional=False) or "")
 
 
 def encode(msg: Any) -> bytes:
