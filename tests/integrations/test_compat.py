@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from reward_service.compat import (
+    END_TOKENS,
+    LEADING_TOKENS,
     CompatError,
     extract_response,
     label_text,
@@ -126,3 +128,64 @@ def test_slime_item() -> None:
     assert (e.response, e.ground_truth) == ("so \\boxed{3}", "3")
     with pytest.raises(CompatError, match="--label-key"):
         slime_item("x", None)
+
+
+def _best_of(fn, repeat: int = 5) -> float:  # type: ignore[no-untyped-def]
+    import time
+
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+@pytest.mark.parametrize("side", ["trailing", "leading"])
+def test_token_stripping_is_linear_in_the_text(side: str) -> None:
+    """Stripping 16,000 tokens costs a small multiple of one regex scan of the same text.
+
+    Removing a token at a time copied the string once per token (quadratic): a 1.9 MB
+    response of ``</s>`` froze the server 15 s. Measured here, best of 5 each: one pass is
+    ~30-50x a bare ``[^\\x00]*`` scan; the token-at-a-time loop was 1,300-2,300x at this size
+    (and grows with the size). The bound sits between them with a wide margin both ways."""
+    import re
+
+    k = 16000
+    text = "\\boxed{5}" + "</s>\n" * k if side == "trailing" else "<pad>" * k + "<s>x"
+    scan = re.compile(r"[^\x00]*")
+    strip = strip_trailing_tokens if side == "trailing" else strip_leading_tokens
+    assert strip(text) in ("\\boxed{5}", "x")
+    baseline = _best_of(lambda: scan.match(text))
+    stripping = _best_of(lambda: strip(text))
+    assert stripping / baseline < 300, (stripping, baseline)
+
+
+def test_stripping_matches_token_at_a_time_removal() -> None:
+    """The one-pass strip gives what removing the listed tokens one at a time gives."""
+    import random
+
+    def slow_trailing(text: str) -> str:
+        out, changed = text.rstrip(), True
+        while changed:
+            changed = False
+            for tok in END_TOKENS:
+                if out.endswith(tok):
+                    out, changed = out[: -len(tok)].rstrip(), True
+        return out
+
+    def slow_leading(text: str) -> str:
+        out, changed = text, True
+        while changed:
+            changed = False
+            for tok in LEADING_TOKENS:
+                if out.startswith(tok):
+                    out, changed = out[len(tok):], True
+        return out
+
+    rng = random.Random(0)
+    parts = [*END_TOKENS, *LEADING_TOKENS, " ", "\n", "x", "\\boxed{5}", "<", "|>", "s>"]
+    for _ in range(5000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 8)))
+        assert strip_trailing_tokens(text) == slow_trailing(text), repr(text)
+        assert strip_leading_tokens(text) == slow_leading(text), repr(text)
