@@ -12,8 +12,15 @@ What the client guarantees:
 
 - One :class:`ScoreResult` per item, in the order given, or an exception (see
   :mod:`trainer_client.errors`); never a silently shortened or reordered list.
-- Large batches are split into ``chunk_size`` chunks sent concurrently (at most
-  ``max_concurrency`` in flight); results are put back in order.
+- Large batches are split into requests of at most ``chunk_size`` items *and*
+  ``max_request_bytes`` bytes (below the service's ``REWARD_MAX_BODY_BYTES``), sent
+  concurrently (at most ``max_concurrency`` in flight); results are put back in order. A
+  request the service still answers 413 (its limit is lower) is split in two and resent, down
+  to a single item, which raises :class:`~trainer_client.errors.RewardPayloadTooLarge`.
+- :class:`AsyncRewardClient` coalesces concurrent calls: items of calls made within
+  ``coalesce_window_s`` of each other on one event loop travel in shared requests, so a
+  framework that awaits one reward per sample (verl's reward loop, TRL's async path) sends a
+  few large requests instead of hundreds of one-item ones.
 - Retries, with jittered exponential backoff, happen *only* on connect errors (refused,
   connect timeout, pool timeout), on a connection the server closed without a complete
   reply (``RemoteProtocolError``: typically an idle keep-alive connection closed by a
@@ -40,7 +47,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Self
@@ -123,14 +130,20 @@ class RewardClientSettings:
     api_token: str | None = None  # sent as "Authorization: Bearer ..." when set
     chunk_size: int = 512  # items per request
     max_concurrency: int = 4  # chunks in flight at once per call
+    max_request_bytes: int = 32 * 1024 * 1024  # body bytes per request (service default: 64 MiB)
     item_timeout_s: float | None = None  # per-item scoring deadline sent as "timeout_s"
     ready_poll_s: float = 0.25  # poll interval of wait_ready
+    coalesce_window_s: float = 0.005  # async: gather concurrent calls this long; 0 disables
 
     def __post_init__(self) -> None:
         if not self.urls:
             raise ValueError("at least one URL is needed")
         if self.chunk_size < 1 or self.max_concurrency < 1:
             raise ValueError("chunk_size and max_concurrency must be >= 1")
+        if self.max_request_bytes < 1024:
+            raise ValueError("max_request_bytes must be >= 1024")
+        if self.coalesce_window_s < 0:
+            raise ValueError("coalesce_window_s must be >= 0")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -252,14 +265,68 @@ class _Attempts:
                                         attempts=self.attempts + 1, last_error=f"{self.url}: {error}")
 
 
-def _dumps(body: dict[str, Any]) -> bytes:
-    """orjson (a 512-item body in a third of the standard library's time); the standard
-    library for what orjson refuses (lone surrogates, huge integers), so that the service
-    answers with a 422 naming the field instead of this process raising TypeError."""
+def _encode(item: dict[str, Any]) -> bytes:
+    """One item's JSON: orjson (a third of the standard library's time); the standard library
+    for what orjson refuses (lone surrogates, huge integers), so that the service answers with
+    a 422 naming the field instead of this process raising TypeError."""
     try:
-        return orjson.dumps(body)
+        return orjson.dumps(item)
     except TypeError:
-        return json.dumps(body).encode()
+        return json.dumps(item).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """One request's worth of items, already encoded (encoded once, however often sent)."""
+
+    pieces: list[bytes]  # one JSON object per item
+    timeout_s: float | None
+
+    @property
+    def body(self) -> bytes:
+        tail = b"]}" if self.timeout_s is None else b'],"timeout_s":%s}' % _encode(self.timeout_s)
+        return b'{"items":[' + b",".join(self.pieces) + tail
+
+    def halves(self) -> tuple[_Chunk, _Chunk] | None:
+        if len(self.pieces) < 2:
+            return None
+        mid = len(self.pieces) // 2
+        return _Chunk(self.pieces[:mid], self.timeout_s), _Chunk(self.pieces[mid:], self.timeout_s)
+
+
+def _pack(pieces: list[bytes], timeout_s: float | None, max_items: int,
+          max_bytes: int) -> list[_Chunk]:
+    """Cut encoded items into chunks of at most ``max_items`` items and ``max_bytes`` body
+    bytes (an item larger than ``max_bytes`` goes alone; the service answers it 413)."""
+    budget = max_bytes - 64  # the envelope and timeout_s
+    chunks: list[_Chunk] = []
+    current: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        if current and (len(current) >= max_items or size + len(piece) + 1 > budget):
+            chunks.append(_Chunk(current, timeout_s))
+            current, size = [], 0
+        current.append(piece)
+        size += len(piece) + 1
+    if current:
+        chunks.append(_Chunk(current, timeout_s))
+    return chunks
+
+
+@dataclass(frozen=True, slots=True)
+class _Post:
+    url: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Sleep:
+    seconds: float
+    attempts: int
+    last_error: str
+
+
+_Step = _Post | _Sleep
 
 
 def _check_reply(resp: httpx.Response, n_items: int) -> list[ScoreResult]:
@@ -299,16 +366,34 @@ class _Base:
         self._limits = httpx.Limits(max_connections=max(8, 2 * settings.max_concurrency),
                                     max_keepalive_connections=max(4, settings.max_concurrency))
 
-    def _body(self, chunk: list[dict[str, Any]], item_timeout_s: float | None) -> bytes:
-        body: dict[str, Any] = {"items": chunk}
-        t = self.settings.item_timeout_s if item_timeout_s is None else item_timeout_s
-        if t is not None:
-            body["timeout_s"] = t
-        return _dumps(body)
+    def _timeout(self, item_timeout_s: float | None) -> float | None:
+        return self.settings.item_timeout_s if item_timeout_s is None else item_timeout_s
 
-    def _chunks(self, payload: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-        n = self.settings.chunk_size
-        return [payload[i:i + n] for i in range(0, len(payload), n)]
+    def _chunks(self, pieces: list[bytes], timeout_s: float | None) -> list[_Chunk]:
+        return _pack(pieces, timeout_s, self.settings.chunk_size, self.settings.max_request_bytes)
+
+    def _plan(self, chunk: _Chunk) -> Generator[_Step, httpx.Response | None, list[ScoreResult]]:
+        """The retry core shared by both clients: yields what to do next (post a body to a
+        URL, or sleep); the driver sends back the reply or throws the transport error."""
+        att = _Attempts(self.settings, self._preferred, self._rng)
+        body = chunk.body
+        while True:
+            try:
+                resp = yield _Post(f"{att.url}/v1/score", body)
+            except _RETRY_EXC as e:
+                delay = att.failed(f"{type(e).__name__}: {e}", None)
+            except httpx.TransportError as e:
+                raise att.gave_up(f"{type(e).__name__}: {e}") from e
+            else:
+                assert resp is not None
+                if resp.status_code not in _RETRY_STATUS:
+                    results = _check_reply(resp, len(chunk.pieces))
+                    self._preferred = att.url_idx
+                    return results
+                delay = att.failed(f"HTTP {resp.status_code}",
+                                   parse_retry_after(resp.headers.get("retry-after")))
+            if delay > 0:
+                yield _Sleep(delay, att.attempts, att.last_error)
 
 
 class RewardClient(_Base):
@@ -367,47 +452,58 @@ class RewardClient(_Base):
     def score(self, items: Sequence[ScoreItem | dict[str, Any]], *,
               item_timeout_s: float | None = None) -> list[ScoreResult]:
         """Score ``items``; one result per item, in order (see the module docstring)."""
-        chunks = self._chunks(_as_items(items))
+        pieces = [_encode(it) for it in _as_items(items)]
+        chunks = self._chunks(pieces, self._timeout(item_timeout_s))
         if not chunks:
             return []
         if len(chunks) == 1:
-            return self._score_chunk(chunks[0], item_timeout_s)
-        futures = [self._pool.submit(self._score_chunk, c, item_timeout_s) for c in chunks]
+            return self._score_chunk(chunks[0])
+        futures = [self._pool.submit(self._score_chunk, c) for c in chunks]
         out: list[ScoreResult] = []
         for f in futures:
             out.extend(f.result())  # re-raises the first failing chunk's error, in order
         return out
 
-    def _score_chunk(self, chunk: list[dict[str, Any]],
-                     item_timeout_s: float | None) -> list[ScoreResult]:
-        att = _Attempts(self.settings, self._preferred, self._rng)
-        body = self._body(chunk, item_timeout_s)
-        while True:
-            try:
-                resp = self._http.post(f"{att.url}/v1/score", content=body, headers=_JSON)
-            except _RETRY_EXC as e:
-                delay = att.failed(f"{type(e).__name__}: {e}", None)
-            except httpx.TransportError as e:
-                raise att.gave_up(f"{type(e).__name__}: {e}") from e
-            else:
-                if resp.status_code not in _RETRY_STATUS:
-                    results = _check_reply(resp, len(chunk))
-                    self._preferred = att.url_idx
-                    return results
-                delay = att.failed(f"HTTP {resp.status_code}",
-                                   parse_retry_after(resp.headers.get("retry-after")))
-            if delay > 0 and self._stop.wait(delay):
-                raise RewardServiceUnavailable("stopped while retrying", attempts=att.attempts,
-                                               last_error=att.last_error)
+    def _score_chunk(self, chunk: _Chunk) -> list[ScoreResult]:
+        try:
+            return self._drive(self._plan(chunk))
+        except RewardPayloadTooLarge:
+            halves = chunk.halves()  # the service's limit is below ours: split and resend
+            if halves is None:
+                raise
+            return [r for half in halves for r in self._score_chunk(half)]
+
+    def _drive(self, plan: Generator[_Step, httpx.Response | None, list[ScoreResult]]
+               ) -> list[ScoreResult]:
+        try:
+            step = next(plan)
+            while True:
+                if isinstance(step, _Sleep):
+                    if self._stop.wait(step.seconds):
+                        raise RewardServiceUnavailable("stopped while retrying",
+                                                       attempts=step.attempts,
+                                                       last_error=step.last_error)
+                    step = plan.send(None)
+                    continue
+                try:
+                    resp = self._http.post(step.url, content=step.body, headers=_JSON)
+                except httpx.TransportError as e:
+                    step = plan.throw(e)
+                else:
+                    step = plan.send(resp)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
 
 
 class AsyncRewardClient(_Base):
-    """asyncio client with the same behaviour as :class:`RewardClient`."""
+    """asyncio client with the same behaviour as :class:`RewardClient`, plus coalescing:
+    concurrent :meth:`score` calls share requests (see ``coalesce_window_s``)."""
 
     def __init__(self, settings: RewardClientSettings, *, seed: int | None = None) -> None:
         super().__init__(settings, seed=seed)
         self._http = httpx.AsyncClient(timeout=settings.timeout.to_httpx(),
                                        headers=self._headers, limits=self._limits)
+        self._coalescer = _Coalescer(self._score_pieces, settings)
 
     async def __aenter__(self) -> Self:
         return self
@@ -416,6 +512,7 @@ class AsyncRewardClient(_Base):
         await self.aclose()
 
     async def aclose(self) -> None:
+        await self._coalescer.drain()
         await self._http.aclose()
 
     async def wait_ready(self, timeout_s: float) -> str:
@@ -441,14 +538,26 @@ class AsyncRewardClient(_Base):
 
     async def score(self, items: Sequence[ScoreItem | dict[str, Any]], *,
                     item_timeout_s: float | None = None) -> list[ScoreResult]:
-        """Async :meth:`RewardClient.score`."""
-        chunks = self._chunks(_as_items(items))
+        """Async :meth:`RewardClient.score`; concurrent calls are coalesced."""
+        pieces = [_encode(it) for it in _as_items(items)]
+        if not pieces:
+            return []
+        timeout_s = self._timeout(item_timeout_s)
+        if self.settings.coalesce_window_s <= 0:
+            return await self._score_pieces(pieces, timeout_s)
+        return await self._coalescer.score(pieces, timeout_s)
+
+    async def _score_pieces(self, pieces: list[bytes],
+                            timeout_s: float | None) -> list[ScoreResult]:
+        chunks = self._chunks(pieces, timeout_s)
         sem = asyncio.Semaphore(self.settings.max_concurrency)
 
-        async def one(c: list[dict[str, Any]]) -> list[ScoreResult]:
+        async def one(c: _Chunk) -> list[ScoreResult]:
             async with sem:
-                return await self._score_chunk(c, item_timeout_s)
+                return await self._score_chunk(c)
 
+        if len(chunks) == 1:
+            return await self._score_chunk(chunks[0])
         try:  # a failing chunk cancels the others (no orphaned requests)
             async with asyncio.TaskGroup() as tg:
                 tasks = [tg.create_task(one(c)) for c in chunks]
@@ -456,24 +565,101 @@ class AsyncRewardClient(_Base):
             raise eg.exceptions[0] from None
         return [r for t in tasks for r in t.result()]
 
-    async def _score_chunk(self, chunk: list[dict[str, Any]],
-                           item_timeout_s: float | None) -> list[ScoreResult]:
-        att = _Attempts(self.settings, self._preferred, self._rng)
-        body = self._body(chunk, item_timeout_s)
-        while True:
-            try:
-                resp = await self._http.post(f"{att.url}/v1/score", content=body,
-                                             headers=_JSON)
-            except _RETRY_EXC as e:
-                delay = att.failed(f"{type(e).__name__}: {e}", None)
-            except httpx.TransportError as e:
-                raise att.gave_up(f"{type(e).__name__}: {e}") from e
-            else:
-                if resp.status_code not in _RETRY_STATUS:
-                    results = _check_reply(resp, len(chunk))
-                    self._preferred = att.url_idx
-                    return results
-                delay = att.failed(f"HTTP {resp.status_code}",
-                                   parse_retry_after(resp.headers.get("retry-after")))
-            if delay > 0:
-                await asyncio.sleep(delay)
+    async def _score_chunk(self, chunk: _Chunk) -> list[ScoreResult]:
+        try:
+            return await self._drive(self._plan(chunk))
+        except RewardPayloadTooLarge:
+            halves = chunk.halves()  # the service's limit is below ours: split and resend
+            if halves is None:
+                raise
+            return [*await self._score_chunk(halves[0]), *await self._score_chunk(halves[1])]
+
+    async def _drive(self, plan: Generator[_Step, httpx.Response | None, list[ScoreResult]]
+                     ) -> list[ScoreResult]:
+        try:
+            step = next(plan)
+            while True:
+                if isinstance(step, _Sleep):
+                    await asyncio.sleep(step.seconds)
+                    step = plan.send(None)
+                    continue
+                try:
+                    resp = await self._http.post(step.url, content=step.body, headers=_JSON)
+                except httpx.TransportError as e:
+                    step = plan.throw(e)
+                else:
+                    step = plan.send(resp)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+class _Batch:
+    """Items of coalesced calls waiting for their shared request."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.pieces: list[bytes] = []
+        self.bytes = 0
+        self.done: asyncio.Future[list[ScoreResult]] = loop.create_future()
+        # nobody may be left to read a failure (every caller cancelled): mark it read
+        self.done.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class _Coalescer:
+    """Packs concurrent calls of one event loop into shared requests: a call's items join the
+    open batch for its ``timeout_s``; the batch is sent ``coalesce_window_s`` after its first
+    item, or at once when it holds ``chunk_size`` items or ``max_request_bytes`` bytes. Each
+    caller gets its own slice of the results, or the batch's exception. A cancelled caller
+    leaves the batch going for the others."""
+
+    def __init__(self, send: Callable[[list[bytes], float | None], Awaitable[list[ScoreResult]]],
+                 settings: RewardClientSettings) -> None:
+        self._send = send
+        self._s = settings
+        self._open: dict[float | None, _Batch] = {}
+        self._inflight: set[asyncio.Task[None]] = set()
+
+    async def score(self, pieces: list[bytes], timeout_s: float | None) -> list[ScoreResult]:
+        batch = self._open.get(timeout_s)
+        if batch is None:
+            loop = asyncio.get_running_loop()
+            batch = self._open[timeout_s] = _Batch(loop)
+            batch.timer = loop.call_later(self._s.coalesce_window_s, self._flush, timeout_s)
+        start = len(batch.pieces)
+        batch.pieces.extend(pieces)
+        batch.bytes += sum(len(p) + 1 for p in pieces)
+        if (len(batch.pieces) >= self._s.chunk_size
+                or batch.bytes >= self._s.max_request_bytes - 64):
+            self._flush(timeout_s)
+        results = await asyncio.shield(batch.done)
+        return results[start:start + len(pieces)]
+
+    def _flush(self, timeout_s: float | None) -> None:
+        batch = self._open.pop(timeout_s, None)
+        if batch is None:
+            return
+        if batch.timer is not None:
+            batch.timer.cancel()
+        task = asyncio.ensure_future(self._run(batch, timeout_s))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _run(self, batch: _Batch, timeout_s: float | None) -> None:
+        try:
+            results = await self._send(batch.pieces, timeout_s)
+        except asyncio.CancelledError:  # the loop is closing: so are the callers
+            batch.done.cancel()
+            raise
+        except Exception as e:  # handed to every caller of the batch
+            if not batch.done.done():
+                batch.done.set_exception(e)
+        else:
+            if not batch.done.done():
+                batch.done.set_result(results)
+
+    async def drain(self) -> None:
+        """Send what is open and wait for every batch in flight (before closing the client)."""
+        for key in list(self._open):
+            self._flush(key)
+        if self._inflight:
+            await asyncio.gather(*self._inflight, return_exceptions=True)
