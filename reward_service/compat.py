@@ -17,11 +17,21 @@ Two wire protocols are translated here, each matched to the upstream code that s
   (``Sample.get_reward_value``: the bare value, or ``reward[args.reward_key]`` when
   ``--reward-key`` is set).
 
-What is covered: the response is found by stripping the prompt (exactly, then after leading
-BOS/padding tokens, then wherever the prompt occurs); failing that, by the last assistant-turn
-marker of common templates; trailing end-of-turn/EOS/padding tokens of common templates are
-removed. What is not: a prompt that the tokenizer round trip changed *and* a template with no
-marker we know. Such an item is reported as ``error`` with a reason, never guessed at.
+How the response is located in OpenRLHF's ``query`` (``Extracted.how`` says which step found it):
+
+1. ``prompt``: strip the prompt (exactly, then after leading BOS/padding tokens, then at its
+   first occurrence in the query);
+2. ``prompt_suffix``: OpenRLHF ≥ 0.9.1 cuts a prompt that is too long *from the left*
+   (``prompt_token_ids[-max_prompt_length:]``), so the query starts with a suffix of the
+   prompt: the longest such suffix is found and stripped;
+3. ``assistant_marker``: the text after the last assistant-turn marker of a known template;
+4. ``whole_query``: failing all three, the whole query is scored (the response is at its
+   end, and scorers read the final answer); the item says so in its ``reason``.
+
+Trailing end-of-turn/EOS/padding tokens are then removed. Every item gets a reward: only a
+request that cannot be right as a whole (lengths that differ, ``labels`` missing, or every
+label ``""``, which is what OpenRLHF sends without ``--label_key``) is refused, with a
+:class:`CompatError` whose ``reason`` names the misconfiguration.
 """
 
 from __future__ import annotations
@@ -37,10 +47,12 @@ __all__ = [
     "ASSISTANT_MARKERS",
     "END_TOKENS",
     "LEADING_TOKENS",
+    "LOCATED_BY",
     "CompatError",
     "Extracted",
     "extract_response",
     "label_text",
+    "locate_response",
     "openrlhf_items",
     "slime_item",
     "strip_leading_tokens",
@@ -100,16 +112,28 @@ ASSISTANT_MARKERS: tuple[str, ...] = (
 
 
 class CompatError(InvalidRequestError, ValueError):
-    """The request as a whole does not follow the framework's protocol (→ HTTP 422)."""
+    """The request as a whole does not follow the framework's protocol (→ HTTP 422).
+
+    ``reason`` is a short code for logs and metrics: ``labels_missing``, ``labels_empty``,
+    ``label_missing`` (slime), ``length_mismatch``."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+#: How a response was located in its query (``Extracted.how``); ``""``: not scored.
+LOCATED_BY = ("prompt", "prompt_suffix", "assistant_marker", "whole_query")
 
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
     """One item of a framework request, ready to score (or why it cannot be)."""
 
-    response: str | None  # None: the response could not be located; ``reason`` says why
+    response: str | None  # None: the item cannot be scored; ``reason`` says why
     ground_truth: str
-    reason: str | None = None
+    reason: str | None = None  # why it cannot be scored, or how it was located when unusual
+    how: str = "prompt"  # one of LOCATED_BY, or "" when response is None
 
 
 @functools.lru_cache(maxsize=32)
@@ -156,30 +180,68 @@ def _after_marker(query: str) -> str | None:
     return None
 
 
-def extract_response(query: str, prompt: str | None) -> tuple[str | None, str | None]:
-    """``(response, None)`` from a decoded prompt + response, or ``(None, reason)``.
+#: Characters at the start of a query that may be a garbled token (a byte-level BPE token cut
+#: in the middle of a character decodes to U+FFFD): the suffix match starts after them.
+_SKIP = 8
+_NEEDLE = 16  # characters of the query searched for in the prompt
+_MAX_CANDIDATES = 64  # occurrences of the needle tried (each check is linear)
 
-    The prompt is stripped exactly when the query starts with it; else after leading BOS/pad
-    tokens of both; else at its first occurrence; else (or with no prompt) the text after the
-    last assistant-turn marker is taken. Trailing end-of-turn/EOS/pad tokens are removed.
-    """
+
+def _after_prompt_suffix(query: str, prompt: str) -> str | None:
+    """The query minus the longest suffix of ``prompt`` it starts with (ignoring its first
+    ``_SKIP`` characters); ``None`` when it starts with less than ``_SKIP + _NEEDLE``
+    characters of the prompt. Linear: at most ``_MAX_CANDIDATES`` checks."""
+    needle = query[_SKIP:_SKIP + _NEEDLE]
+    if len(needle) < _NEEDLE:
+        return None
+    j = prompt.find(needle)
+    for _ in range(_MAX_CANDIDATES):
+        if j < 0:
+            return None
+        if query.startswith(prompt[j:], _SKIP):  # the prompt's tail from j opens the query
+            return query[_SKIP + len(prompt) - j:]
+        j = prompt.find(needle, j + 1)
+    return None
+
+
+def locate_response(query: str, prompt: str | None) -> tuple[str, str]:
+    """``(response, how)`` from a decoded prompt + response; ``how`` is one of
+    :data:`LOCATED_BY` (see the module docstring for the order)."""
     response: str | None = None
     if prompt:
         if query.startswith(prompt):
-            response = query[len(prompt):]
-        else:
-            bare_prompt = strip_leading_tokens(prompt)
-            bare_query = strip_leading_tokens(query)
-            if bare_prompt and bare_query.startswith(bare_prompt):
-                response = bare_query[len(bare_prompt):]
-            elif bare_prompt and (idx := query.find(bare_prompt)) >= 0:
-                response = query[idx + len(bare_prompt):]
-    if response is None:
-        response = _after_marker(query)
-    if response is None:
-        why = "the prompt does not occur in the query" if prompt else "no prompt was given"
-        return None, f"{why}, and the query has no assistant-turn marker of a known chat template"
-    return strip_trailing_tokens(response), None
+            return strip_trailing_tokens(query[len(prompt):]), "prompt"
+        bare_prompt = strip_leading_tokens(prompt)
+        bare_query = strip_leading_tokens(query)
+        if bare_prompt and bare_query.startswith(bare_prompt):
+            response = bare_query[len(bare_prompt):]
+        elif bare_prompt and (idx := query.find(bare_prompt)) >= 0:
+            response = query[idx + len(bare_prompt):]
+        if response is not None:
+            return strip_trailing_tokens(response), "prompt"
+        response = _after_prompt_suffix(bare_query, bare_prompt)
+        if response is not None:
+            return strip_trailing_tokens(response), "prompt_suffix"
+    response = _after_marker(query)
+    if response is not None:
+        return strip_trailing_tokens(response), "assistant_marker"
+    return strip_trailing_tokens(strip_leading_tokens(query)), "whole_query"
+
+
+_HOW_REASON = {
+    "prompt_suffix": "the prompt was cut from the left: the response follows its surviving end",
+    "assistant_marker": "the prompt was not found in the query: the response is what follows "
+                        "the last assistant-turn marker",
+    "whole_query": "neither the prompt nor an assistant-turn marker was found in the query: "
+                   "the whole query was scored",
+}
+
+
+def extract_response(query: str, prompt: str | None) -> tuple[str, str | None]:
+    """``(response, note)``: :func:`locate_response`, with a note when the prompt itself did
+    not locate the response (``None`` when it did)."""
+    response, how = locate_response(query, prompt)
+    return response, _HOW_REASON.get(how)
 
 
 def label_text(label: object, where: str) -> str:
@@ -187,44 +249,48 @@ def label_text(label: object, where: str) -> str:
     if label is None:
         return ""
     if isinstance(label, bool):
-        raise CompatError(f"{where} is a boolean; expected a string or a number")
+        raise CompatError(f"{where} is a boolean; expected a string or a number",
+                          reason="bad_label")
     if isinstance(label, str):
         return label
     if isinstance(label, int | float):
         return repr(label) if isinstance(label, float) else str(label)
-    raise CompatError(f"{where} is a {type(label).__name__}; expected a string or a number")
+    raise CompatError(f"{where} is a {type(label).__name__}; expected a string or a number",
+                      reason="bad_label")
 
 
 def openrlhf_items(
     queries: Sequence[str], prompts: Sequence[str] | None, labels: Sequence[object] | None
 ) -> list[Extracted]:
-    """OpenRLHF's ``{"query", "prompts", "labels"}`` as items, in order.
+    """OpenRLHF's ``{"query", "prompts", "labels"}`` as items, in order; every item is scored.
 
-    Raises :class:`CompatError` for a request no item of which can be scored meaningfully:
-    lengths that differ, labels missing or all empty (OpenRLHF sends them only with
-    ``--label_key``), or no response found in any query.
+    Raises :class:`CompatError` only for a request that cannot be right as a whole: lengths
+    that differ, ``labels`` missing, or every label ``""`` (OpenRLHF without ``--label_key``).
+    A label that is null, a list or a dict fails its own item (``bad_ground_truth`` or
+    ``error``), never the request: OpenRLHF ≥ 0.9.1 sends one sample per request, and a
+    refused request is a ``None`` reward that fails the training step.
     """
     n = len(queries)
+    hint = "start OpenRLHF with --label_key <column holding the answer>"
     if labels is None:
-        raise CompatError(
-            "'labels' is missing: start OpenRLHF with --label_key <column holding the answer>"
-        )
+        raise CompatError(f"'labels' is missing: {hint}", reason="labels_missing")
     if len(labels) != n:
-        raise CompatError(f"'labels' has {len(labels)} entries but 'query' has {n}")
+        raise CompatError(f"'labels' has {len(labels)} entries but 'query' has {n}",
+                          reason="length_mismatch")
     if prompts is not None and len(prompts) != n:
-        raise CompatError(f"'prompts' has {len(prompts)} entries but 'query' has {n}")
-    golds = [label_text(label, f"labels[{i}]") for i, label in enumerate(labels)]
-    if n and not any(g.strip() for g in golds):
-        raise CompatError(
-            "every label is empty: start OpenRLHF with --label_key <column holding the answer>"
-        )
+        raise CompatError(f"'prompts' has {len(prompts)} entries but 'query' has {n}",
+                          reason="length_mismatch")
+    if n and all(label == "" for label in labels):
+        raise CompatError(f"every label is empty: {hint}", reason="labels_empty")
     out: list[Extracted] = []
     for i, query in enumerate(queries):
-        prompt = prompts[i] if prompts is not None else None
-        response, reason = extract_response(query, prompt)
-        out.append(Extracted(response, golds[i], reason))
-    if n and all(e.response is None for e in out):
-        raise CompatError(f"no response could be located in any query: {out[0].reason}")
+        try:
+            gold = label_text(labels[i], f"labels[{i}]")
+        except CompatError as exc:
+            out.append(Extracted(None, "", str(exc), ""))
+            continue
+        response, how = locate_response(query, prompts[i] if prompts is not None else None)
+        out.append(Extracted(response, gold, _HOW_REASON.get(how), how))
     return out
 
 
@@ -232,6 +298,6 @@ def slime_item(response: str, label: object) -> Extracted:
     """slime's ``{"prompt", "response", "label"}``: ``response`` is already the response alone."""
     if label is None:
         raise CompatError(
-            "'label' is missing or null: start slime with --label-key <column holding the answer>"
-        )
+            "'label' is missing or null: start slime with --label-key <column holding the answer>",
+            reason="label_missing")
     return Extracted(strip_trailing_tokens(response), label_text(label, "label"))

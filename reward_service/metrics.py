@@ -48,6 +48,17 @@ class Metrics:
             "Workers replaced, by reason (timeout, crash, recycle_items, recycle_rss, ...)",
             ["reason"], registry=r,
         )
+        self.compat_rejected = Counter(
+            "reward_compat_rejected_total",
+            "Framework requests refused as a whole (a misconfiguration), by route and reason "
+            "(labels_missing, labels_empty, label_missing, length_mismatch)",
+            ["route", "reason"], registry=r,
+        )
+        self.compat_located = Counter(
+            "reward_compat_located_total",
+            "OpenRLHF responses not located by their prompt, by how (prompt_suffix, "
+            "assistant_marker, whole_query)", ["how"], registry=r,
+        )
         self.workers = Gauge("reward_workers", "Worker processes by state", ["state"], registry=r)
         self.outstanding_items = Gauge(
             "reward_outstanding_items", "Items submitted and not yet answered", registry=r

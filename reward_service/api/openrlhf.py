@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -10,7 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.params import Depends
 
 from reward_service.batcher import Job
-from reward_service.compat import openrlhf_items
+from reward_service.compat import CompatError, openrlhf_items
 from reward_service.errors import RequestTooLargeError
 from reward_service.routing import unless_disconnected
 from reward_service.schemas import GetRewardRequest, GetRewardResponse
@@ -18,7 +19,9 @@ from reward_service.scorers.base import Verdict
 from reward_service.scorers.registry import resolve_scorer
 from reward_service.service import PreFailed, ScoringService
 
-__all__ = ["COMPAT_RESPONSES", "get_reward", "router"]
+__all__ = ["COMPAT_RESPONSES", "get_reward", "misconfigured", "router"]
+
+log = logging.getLogger(__name__)
 
 COMPAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "Missing or wrong bearer token"},
@@ -33,13 +36,19 @@ async def get_reward(service: ScoringService, body: GetRewardRequest, *, scorer:
     t0 = time.perf_counter()
     timeout = service.open(len(body.query), timeout_s)
     name = resolve_scorer(scorer, data_source)  # unknown → 422
-    extracted = openrlhf_items(body.query, body.prompts, body.labels)  # CompatError → 422
     max_chars = service.settings.max_response_chars
-    jobs: list[Job | PreFailed] = []
-    for i, (query, e) in enumerate(zip(body.query, extracted, strict=True)):
-        if len(query) > max_chars:  # checked on the query as sent
+    for i, query in enumerate(body.query):
+        if len(query) > max_chars:  # checked on the query as sent, before any work on it
             raise RequestTooLargeError(
                 f"query[{i}] has {len(query)} characters; at most {max_chars}")
+    try:
+        extracted = openrlhf_items(body.query, body.prompts, body.labels)
+    except CompatError as exc:
+        raise misconfigured(service, "get_reward", exc) from None
+    jobs: list[Job | PreFailed] = []
+    for i, e in enumerate(extracted):
+        if e.how not in ("prompt", ""):
+            service.metrics.compat_located.labels(how=e.how).inc()
         if e.response is None:
             jobs.append((name, Verdict("error", reason=e.reason)))
         else:
@@ -52,11 +61,25 @@ async def get_reward(service: ScoringService, body: GetRewardRequest, *, scorer:
         "acc": [float(st == "correct") for st in statuses],
         **{st_name: [float(st == st_name) for st in statuses]
            for st_name in ("no_answer", "bad_ground_truth", "timeout", "error")},
+        "prompt_not_found": [float(e.how not in ("prompt", "")) for e in extracted],
     }
+    results = [service.result(s) for s in scored]
+    for r, e in zip(results, extracted, strict=True):  # how an unusual item was located
+        r["reason"] = r["reason"] or e.reason
     service.done("get_reward", t0)
     return GetRewardResponse.model_validate({
         "rewards": rewards, "scores": rewards, "extra_logs": logs,
-        "statuses": service.statuses(statuses), "results": [service.result(s) for s in scored]})
+        "statuses": service.statuses(statuses), "results": results})
+
+
+def misconfigured(service: ScoringService, route: str, exc: CompatError) -> CompatError:
+    """A framework request refused as a whole: the trainer is misconfigured, and its own log
+    may not say why (OpenRLHF logs failures at INFO), so the service says it: a WARNING with
+    the reason, ``reward_compat_rejected_total{route, reason}``, and the 422 body."""
+    service.metrics.compat_rejected.labels(route=route, reason=exc.reason).inc()
+    log.warning("framework request refused", extra={"route": route, "reason": exc.reason,
+                                                    "detail": str(exc)})
+    return exc
 
 
 def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRouter:

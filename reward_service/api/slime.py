@@ -9,8 +9,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from fastapi.params import Depends
 
-from reward_service.api.openrlhf import COMPAT_RESPONSES
-from reward_service.compat import slime_item
+from reward_service.api.openrlhf import COMPAT_RESPONSES, misconfigured
+from reward_service.compat import CompatError, slime_item
 from reward_service.schemas import SlimeRewardDetail, SlimeRewardRequest
 from reward_service.scorers.registry import resolve_scorer
 from reward_service.service import ScoringService
@@ -47,7 +47,10 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
         t0 = time.perf_counter()
         timeout = service.open(1, timeout_s)
         name = resolve_scorer(scorer, data_source)  # unknown → 422
-        e = slime_item(body.response, body.label)  # CompatError → 422
+        try:
+            e = slime_item(body.response, body.label)
+        except CompatError as exc:
+            raise misconfigured(service, "slime_reward", exc) from None
         job = service.job(("response", "label"), e.response or "", e.ground_truth, name,
                           None, None)
         (s,) = await service.run([job], timeout)

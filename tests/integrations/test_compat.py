@@ -10,6 +10,7 @@ from reward_service.compat import (
     CompatError,
     extract_response,
     label_text,
+    locate_response,
     openrlhf_items,
     slime_item,
     strip_leading_tokens,
@@ -58,17 +59,35 @@ def test_response_is_found_and_trailing_tokens_dropped(prompt: str, query: str) 
 def test_prompt_changed_by_the_tokenizer_falls_back_to_the_last_assistant_marker() -> None:
     # decode() can normalise spaces, so the prompt text is not in the query: use the template
     query = QWEN_PROMPT.replace("step by step", "step  by step") + ANSWER + "<|im_end|>"
-    assert extract_response(query, QWEN_PROMPT) == (ANSWER, None)
+    assert locate_response(query, QWEN_PROMPT) == (ANSWER, "assistant_marker")
+    assert "assistant-turn marker" in (extract_response(query, QWEN_PROMPT)[1] or "")
 
 
 def test_without_prompts_the_assistant_marker_is_used() -> None:
-    assert extract_response(LLAMA3_PROMPT + ANSWER + "<|eot_id|>", None) == (ANSWER, None)
+    assert locate_response(LLAMA3_PROMPT + ANSWER + "<|eot_id|>", None) == (
+        ANSWER, "assistant_marker")
 
 
-def test_no_prompt_and_no_marker_is_an_item_error_with_a_reason() -> None:
-    response, reason = extract_response("just some text \\boxed{1}", "a prompt not in it")
-    assert response is None
-    assert reason is not None and "prompt does not occur" in reason
+# The issue's reproduction: OpenRLHF >= 0.9.1 cut the plain prompt from the left to fit
+# max_len; the query starts in the middle of the prompt, and there is no template marker.
+CUT_PROMPT = "Question: Some context. Some context. What is 6*7?\nAnswer: "
+CUT_QUERY = "context. What is 6*7?\nAnswer: The answer is 42.<|im_end|>"
+
+
+def test_a_prompt_cut_from_the_left_is_stripped_by_its_surviving_suffix() -> None:
+    assert locate_response(CUT_QUERY, CUT_PROMPT) == ("The answer is 42.", "prompt_suffix")
+    # a garbled first token (a byte-level BPE token cut mid-character) is tolerated
+    garbled = "\ufffd" + CUT_QUERY[1:]
+    assert locate_response(garbled, CUT_PROMPT) == ("The answer is 42.", "prompt_suffix")
+    # the longest surviving suffix wins where the prompt repeats itself
+    assert locate_response("ome context. Some context. What is 6*7?\nAnswer: 42", CUT_PROMPT) \
+        == ("42", "prompt_suffix")
+
+
+def test_no_prompt_and_no_marker_scores_the_whole_query_and_says_so() -> None:
+    response, note = extract_response("<s>just some text \\boxed{1}</s>", "a prompt not in it")
+    assert response == "just some text \\boxed{1}"
+    assert note is not None and "whole query was scored" in note
 
 
 def test_the_response_mentioning_the_prompt_keeps_its_own_text() -> None:
@@ -96,27 +115,37 @@ def test_labels() -> None:
 
 
 def test_openrlhf_items_in_order() -> None:
-    q = [QWEN_PROMPT + "\\boxed{42}<|im_end|>", "garbage without marker"]
-    items = openrlhf_items(q, [QWEN_PROMPT, "not there"], ["42", 7])
-    assert [(e.response, e.ground_truth) for e in items] == [("\\boxed{42}", "42"), (None, "7")]
-    assert items[1].reason is not None
+    q = [QWEN_PROMPT + "\\boxed{42}<|im_end|>", "garbage without marker", CUT_QUERY, "x"]
+    items = openrlhf_items(q, [QWEN_PROMPT, "not there", CUT_PROMPT, "p"], ["42", 7, "42", [1]])
+    assert [(e.response, e.ground_truth, e.how) for e in items] == [
+        ("\\boxed{42}", "42", "prompt"), ("garbage without marker", "7", "whole_query"),
+        ("The answer is 42.", "42", "prompt_suffix"), (None, "", "")]
+    assert items[0].reason is None and items[1].reason and items[2].reason
+    assert "labels[3] is a list" in (items[3].reason or "")  # its own item, not the request
+
+
+def test_one_null_label_is_its_own_item_not_the_whole_request() -> None:
+    """OpenRLHF >= 0.9.1 sends one sample per request: refusing it is a None reward."""
+    (item,) = openrlhf_items([QWEN_PROMPT + "\\boxed{1}"], [QWEN_PROMPT], [None])
+    assert (item.response, item.ground_truth) == ("\\boxed{1}", "")  # → bad_ground_truth
 
 
 @pytest.mark.parametrize(
-    ("prompts", "labels", "match"),
+    ("prompts", "labels", "match", "reason"),
     [
-        ([QWEN_PROMPT], None, "'labels' is missing.*--label_key"),
-        ([QWEN_PROMPT], ["1", "2"], "'labels' has 2 entries but 'query' has 1"),
-        ([QWEN_PROMPT, QWEN_PROMPT], ["1"], "'prompts' has 2 entries but 'query' has 1"),
-        ([QWEN_PROMPT], [""], "every label is empty.*--label_key"),
-        ([QWEN_PROMPT], [None], "every label is empty"),
-        (["elsewhere"], ["1"], "no response could be located"),
+        ([QWEN_PROMPT], None, "'labels' is missing.*--label_key", "labels_missing"),
+        ([QWEN_PROMPT], ["1", "2"], "'labels' has 2 entries but 'query' has 1",
+         "length_mismatch"),
+        ([QWEN_PROMPT, QWEN_PROMPT], ["1"], "'prompts' has 2 entries but 'query' has 1",
+         "length_mismatch"),
+        # what OpenRLHF sends without --label_key: "" for every sample
+        ([QWEN_PROMPT], [""], "every label is empty.*--label_key", "labels_empty"),
     ],
 )
-def test_openrlhf_whole_request_errors(prompts, labels, match) -> None:  # type: ignore[no-untyped-def]
-    query = [QWEN_PROMPT + "\\boxed{1}<|im_end|>"] if prompts != ["elsewhere"] else ["plain text"]
-    with pytest.raises(CompatError, match=match):
-        openrlhf_items(query, prompts, labels)
+def test_openrlhf_whole_request_errors(prompts, labels, match, reason) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(CompatError, match=match) as info:
+        openrlhf_items([QWEN_PROMPT + "\\boxed{1}<|im_end|>"], prompts, labels)
+    assert info.value.reason == reason
 
 
 def test_openrlhf_empty_request_is_empty() -> None:

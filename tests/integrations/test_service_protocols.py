@@ -59,22 +59,59 @@ def test_openrlhf_chat_templated_queries_with_special_tokens(client: httpx.Clien
     assert body["scores"] == body["rewards"]
     assert [x["status"] for x in body["results"]] == [
         "correct", "incorrect", "no_answer", "correct", "correct", "correct"]
-    assert set(body["extra_logs"]) == {"acc", "no_answer", "bad_ground_truth", "timeout", "error"}
+    assert set(body["extra_logs"]) == {"acc", "no_answer", "bad_ground_truth", "timeout", "error",
+                                       "prompt_not_found"}
     for values in (body["rewards"], body["scores"], *body["extra_logs"].values()):
         assert is_numeric_vector(values, len(queries))
     assert body["extra_logs"]["no_answer"] == [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
 
 
-def test_openrlhf_item_without_locatable_response_is_an_error_not_a_guess(
+def test_openrlhf_item_without_a_locatable_prompt_is_scored_and_says_how(
         client: httpx.Client) -> None:
     queries = [QWEN_PROMPT + "\\boxed{7}<|im_end|>", "free text with \\boxed{7} and no template"]
     r = openrlhf_post(client, {"query": queries, "prompts": [QWEN_PROMPT, "another prompt"],
                                "labels": ["7", "7"]})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["rewards"] == [1.0, 0.0]
-    assert body["extra_logs"]["error"] == [0.0, 1.0]
-    assert "prompt does not occur" in body["results"][1]["reason"]
+    assert body["rewards"] == [1.0, 1.0]
+    assert body["extra_logs"]["prompt_not_found"] == [0.0, 1.0]
+    assert body["results"][0]["reason"] is None
+    assert "whole query was scored" in body["results"][1]["reason"]
+
+
+def test_openrlhf_0_11_one_sample_with_a_prompt_cut_from_the_left_gets_its_reward(
+        svc, client: httpx.Client) -> None:  # type: ignore[no-untyped-def]
+    """The issue's reproduction: one query per request (OpenRLHF >= 0.9.1), the plain prompt
+    cut from the left to fit max_len. It was a whole-request 422, i.e. a None reward."""
+    data = {"query": ["context. What is 6*7?\nAnswer: The answer is 42.<|im_end|>"],
+            "prompts": ["Question: Some context. Some context. What is 6*7?\nAnswer: "],
+            "labels": ["42"]}
+    r = openrlhf_post(client, data)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["rewards"] == [1.0]
+    assert "prompt was cut from the left" in body["results"][0]["reason"]
+    metrics = client.get("/metrics").text
+    assert re.search(r'reward_compat_located_total\{how="prompt_suffix"\} [1-9]', metrics)
+
+
+def test_openrlhf_without_label_key_is_refused_visibly(svc, client: httpx.Client) -> None:  # type: ignore[no-untyped-def]
+    """OpenRLHF without --label_key sends "" as every label: a 422 naming the flag, a WARNING
+    in the service's log with the reason, and a metric by reason (OpenRLHF itself logs the
+    failure at INFO without the body)."""
+    data = {"query": [QWEN_PROMPT + "\\boxed{7}<|im_end|>"], "prompts": [QWEN_PROMPT],
+            "labels": [""]}
+    r = openrlhf_post(client, data)
+    assert r.status_code == 422
+    assert "--label_key" in r.json()["detail"]
+    assert wait_until(lambda: "framework request refused" in svc.log()
+                      and "labels_empty" in svc.log(),
+                      timeout_s=30)
+    line = next(x for x in svc.log().splitlines() if "framework request refused" in x)
+    assert "WARNING" in line and "labels_empty" in line, line
+    metrics = client.get("/metrics").text
+    assert re.search(r'reward_compat_rejected_total\{reason="labels_empty",route="get_reward"\}'
+                     r' [1-9]', metrics), [m for m in metrics.splitlines() if "compat" in m]
 
 
 @pytest.mark.parametrize(
@@ -84,7 +121,6 @@ def test_openrlhf_item_without_locatable_response_is_an_error_not_a_guess(
         ({"query": ["a", "b"], "prompts": ["a", "b"], "labels": ["1"]}, "'labels' has 1 entries"),
         ({"query": ["a"], "prompts": ["a", "b"], "labels": ["1"]}, "'prompts' has 2 entries"),
         ({"query": ["a<|im_end|>"], "prompts": ["a"], "labels": [""]}, "every label is empty"),
-        ({"query": ["a"], "prompts": ["a"], "labels": [["1"]]}, "labels\\[0\\] is a list"),
         ({"query": "not a list", "labels": ["1"]}, "list"),
     ],
 )
