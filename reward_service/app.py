@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 
 from reward_service import __version__
-from reward_service.api import openrlhf, ops, score, slime
+from reward_service.api import nemo_gym, openrlhf, ops, score, slime
 from reward_service.api.errors import install_error_handlers
 from reward_service.api.guards import BodyLimitMiddleware, bearer_check
 from reward_service.metrics import Metrics
@@ -80,5 +80,6 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     app.include_router(score.router(service, auth))
     app.include_router(openrlhf.router(service, auth))
     app.include_router(slime.router(service, auth))
+    app.include_router(nemo_gym.router(service, auth))  # NeMo-Gym's /verify
     app.include_router(ops.router(service, auth, auth=token is not None))
     return app

@@ -1,0 +1,104 @@
+"""NeMo-Gym's math resource server contract (``POST /verify``), served by the service.
+
+Matched to NeMo-Gym 0.4.0 (``resources_servers/math_with_judge/app.py`` and
+``nemo_gym/base_resources_server.py``): an agent posts the task row it was given
+(``responses_create_params``, ``question``, ``expected_answer``, any other fields) plus the
+model's ``response`` (an OpenAI Responses-API object); the server joins the ``output_text``
+parts of every ``message`` item of ``response.output``, checks them against
+``expected_answer`` and answers the request *echoed whole* plus ``reward``,
+``extracted_answer``, ``library_reward`` and ``judge_evaluations`` (always ``null`` here:
+there is no LLM judge, the library verdict is final, as with ``should_use_judge: false``).
+``status`` and ``reason`` are added (the service's per-item status). ``/seed_session``
+answers ``{}`` as NeMo-Gym's base server does.
+
+Point NeMo-Gym's math environment at the service instead of its own ``math_with_judge``
+server (see docs/integrations.md). Options go in the URL: ``?scorer=`` (default
+``math_verify``, the library NeMo-Gym's server uses), ``?timeout_s=``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from fastapi.params import Depends
+from pydantic import BaseModel, ConfigDict
+
+from reward_service.api.openrlhf import COMPAT_RESPONSES
+from reward_service.errors import InvalidRequestError
+from reward_service.scorers.registry import resolve_scorer
+from reward_service.service import ScoringService
+
+__all__ = ["NemoGymVerifyRequest", "response_text", "router"]
+
+#: NeMo-Gym's math server uses math-verify; so does this route unless ``?scorer=`` says otherwise.
+DEFAULT_SCORER = "math_verify"
+
+
+class NemoGymVerifyRequest(BaseModel):
+    """``LibraryJudgeMathVerifyRequest``: the fields read here; every other field is kept and
+    echoed back, as NeMo-Gym's server does with ``**body.model_dump()``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    responses_create_params: dict[str, Any]
+    response: dict[str, Any]
+    expected_answer: str
+    question: str | None = None
+
+
+def response_text(response: dict[str, Any]) -> str:
+    """The ``output_text`` parts of every ``message`` item of a Responses-API object, joined
+    (``math_with_judge/app.py: verify``); reasoning and tool-call items are skipped."""
+    output = response.get("output")
+    if not isinstance(output, list):
+        raise InvalidRequestError.at(("body", "response", "output"),
+                                     "must be a list of output items", "list_type")
+    parts: list[str] = []
+    for item in output:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        contents = item.get("content")
+        for content in contents if isinstance(contents, list) else ():
+            if isinstance(content, dict) and content.get("type") == "output_text":
+                text = content.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+    return "".join(parts)
+
+
+def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRouter:
+    """``POST /verify`` and ``POST /seed_session``."""
+    r = APIRouter()
+
+    @r.post("/verify", dependencies=list(dependencies), responses=COMPAT_RESPONSES,
+            summary="NeMo-Gym math resource server: POST /verify")
+    async def verify(
+        body: NemoGymVerifyRequest,
+        scorer: Annotated[str, Query(max_length=64, description="Scorer (default math_verify).")]
+        = DEFAULT_SCORER,
+        timeout_s: Annotated[float | None, Query(gt=0, description="Deadline.")] = None,
+    ) -> Response:
+        t0 = time.perf_counter()
+        timeout = service.open(1, timeout_s)
+        text = response_text(body.response)
+        job = service.job(("response", "expected_answer"), text, body.expected_answer,
+                          resolve_scorer(scorer, None), None, None)
+        (s,) = await service.run([job], timeout)
+        v = s.verdict
+        reply = {**body.model_dump(), "reward": v.score, "extracted_answer": v.extracted,
+                 "library_reward": v.score, "judge_evaluations": None, "status": v.status,
+                 "reason": v.reason}
+        service.done("nemo_gym_verify", t0)
+        # ASCII-escaped: an echoed field may hold a lone surrogate (valid JSON, not UTF-8)
+        return Response(json.dumps(reply, ensure_ascii=True), media_type="application/json")
+
+    @r.post("/seed_session", dependencies=list(dependencies),
+            summary="NeMo-Gym: start a session (nothing to set up)")
+    async def seed_session() -> dict[str, Any]:
+        return {}
+
+    return r
