@@ -26,12 +26,12 @@ import logging
 from typing import Any
 from urllib.parse import urlsplit
 
-from reward_service.compat import strip_trailing_tokens
 from trainer_client.integrations._common import (
     async_client,
     ground_truth_text,
     make_settings,
 )
+from trainer_client.integrations._tokens import strip_trailing_tokens
 from trainer_client.reward_client import AVAILABLE_STATUSES, ScoreItem, ScoreResult
 
 __all__ = ["reward"]
