@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench soak demo clean
+.PHONY: serve test lint bench soak demo clean frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,13 @@ $(VENV)/.service: pyproject.toml | $(BIN)/python
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e ".[dev,trainer]"
+	$(MAKE) frameworks
 	touch $@ $(VENV)/.service
+
+# verl, OpenRLHF and TRL as released, pinned, each in its own folder under .venv/frameworks
+# (pip --no-deps --target: never into the venv). tests/integrations/test_*released* run them.
+frameworks: | $(BIN)/python
+	$(BIN)/python -m tests.integrations.frameworks install
 
 serve: $(VENV)/.service  ## run the service (REWARD_HOST/REWARD_PORT, default 127.0.0.1:8000)
 	$(BIN)/python -m reward_service serve

@@ -2,13 +2,15 @@
 
 Two wire protocols are translated here, each matched to the upstream code that speaks it:
 
-* **OpenRLHF** ``--remote_rm_url http://HOST:PORT/get_reward``. Upstream
-  (``openrlhf/utils/remote_rm_utils.py``: ``remote_rm_fn_ray`` → ``request_api_wrapper``) posts
-  ``{"query": [...], "prompts": [...], "labels": [...]}``, where ``query[i]`` is
-  ``tokenizer.batch_decode(sequences, skip_special_tokens=False)`` of prompt + response
-  (``openrlhf/trainer/ppo_utils/experience_maker.py``): the chat template, its special tokens, the
-  end-of-turn token and, in older versions, left/right padding are all in it. ``prompts[i]`` is
-  the templated prompt string, ``labels[i]`` the ``--label_key`` column. The trainer reads
+* **OpenRLHF** ``--remote_rm_url http://HOST:PORT/get_reward``. OpenRLHF ≤ 0.9.0
+  (``openrlhf/utils/remote_rm_utils.py: request_api_wrapper``) posts whole batches; ≥ 0.9.1
+  (``openrlhf/utils/agent.py: SingleTurnAgentExecutor``) posts one sample per request, each
+  on a new aiohttp session, and turns any failure into a ``None`` reward. Both send
+  ``{"query": [...], "prompts": [...], "labels": [...]}``, where ``query[i]`` is prompt +
+  response decoded with special tokens kept (the chat template, its special tokens, the
+  end-of-turn token and, in older versions, left padding), ``prompts[i]`` the templated prompt
+  (≥ 0.9.1 cuts a long prompt *from the left* before generating, so the query holds only its
+  end), ``labels[i]`` the ``--label_key`` column (``""`` without the flag). The trainer reads
   ``rewards`` (and ``scores``, ``extra_logs``, each a list of numbers, one per item) with
   ``torch.as_tensor``: every value must be a number.
 * **slime** ``--rm-type remote_rm --rm-url URL``. Upstream (``slime/rollout/rm_hub/__init__.py``:

@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
 import httpx
@@ -158,7 +158,13 @@ class ScoreItem:
     extra: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        out: dict[str, Any] = {"response": self.response, "ground_truth": self.ground_truth}
+        for key in ("data_source", "scorer", "id"):
+            if (value := getattr(self, key)) is not None:
+                out[key] = value
+        if self.extra is not None:
+            out["extra"] = self.extra
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,7 +34,10 @@ PINS: dict[str, tuple[str, ...]] = {
                    "pyvers==0.1.0", "cloudpickle==3.1.3", "lazy-importer==0.1.0"),
     "openrlhf-0.11.2": ("openrlhf==0.11.2",),
     "openrlhf-0.9.0": ("openrlhf==0.9.0",),
-    "trl-1.16.0": ("trl==1.16.0", "accelerate==1.13.0", "datasets==4.8.5"),
+    # what `pip install --dry-run trl==1.16.0` adds to this venv (torch 2.13.0 is kept)
+    "trl-1.16.0": ("trl==1.16.0", "accelerate==1.15.0", "datasets==5.2.0", "dill==0.4.1",
+                   "multiprocess==0.70.19", "xxhash==4.1.0", "pandas==3.1.1", "pyarrow==26.0.1",
+                   "psutil==7.2.2"),
 }
 
 

@@ -14,7 +14,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*/replay.py"))
 
 
 def test_one_example_per_framework() -> None:
-    assert {p.parent.name for p in EXAMPLES} == {"openrlhf", "slime", "trl", "verl"}
+    assert {p.parent.name for p in EXAMPLES} == {"nemo_gym", "openrlhf", "slime", "trl", "verl"}
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.parent.name)

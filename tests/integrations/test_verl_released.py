@@ -43,6 +43,8 @@ def test_a_step_of_rewards_comes_from_the_service_in_a_few_requests(verl_run: di
     expected = ["correct", "incorrect", "correct", "no_answer"] * (N // 4)
     assert verl_run["status"] == expected  # statuses only the service produces
     assert verl_run["rewards"] == [1.0 if s == "correct" else 0.0 for s in expected]
+    # the legacy keys of the same command line, through verl's legacy BatchRewardManager
+    assert verl_run["legacy_batch_rewards"] == verl_run["rewards"]
     assert {"score", "acc", "pred", "status", "scored"} <= set(verl_run["extra_keys"])
     # verl awaits one compute_score_async per sample (2 actors x 128); the client coalesces
     assert verl_run["requests"] <= 16, verl_run["requests"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import os
 import threading
 import weakref
@@ -62,9 +63,21 @@ def make_settings(url: str | Sequence[str] | None = None, *, api_token: str | No
                   timeout_s: float | None = None, chunk_size: int | None = None,
                   read_timeout_s: float | None = None,
                   retry_deadline_s: float | None = None) -> RewardClientSettings:
-    """Client settings from arguments, falling back to ``REWARD_SERVICE_URL``/``_TOKEN``."""
+    """Client settings from arguments, falling back to ``REWARD_SERVICE_URL``/``_TOKEN``.
+
+    Per-sample adapters call this once per sample: the result is remembered per arguments
+    and environment (a few hundred bytes each)."""
     if url is None:
         url = os.environ.get(ENV_URL, "")
+    key = (url if isinstance(url, str) else tuple(url), api_token, timeout_s, chunk_size,
+           read_timeout_s, retry_deadline_s, os.environ.get(ENV_TOKEN))
+    return _settings(*key)
+
+
+@functools.lru_cache(maxsize=64)
+def _settings(url: str | tuple[str, ...], api_token: str | None, timeout_s: float | None,
+              chunk_size: int | None, read_timeout_s: float | None,
+              retry_deadline_s: float | None, env_token: str | None) -> RewardClientSettings:
     urls = [url] if isinstance(url, str) else list(url)
     urls = [u.strip().rstrip("/") for part in urls for u in str(part).split(",") if u.strip()]
     if not urls:
@@ -75,7 +88,7 @@ def make_settings(url: str | Sequence[str] | None = None, *, api_token: str | No
     for u in urls:
         if not u.startswith(("http://", "https://")):
             raise ValueError(f"reward service URL {u!r} must start with http:// or https://")
-    token = api_token if api_token is not None else (os.environ.get(ENV_TOKEN) or None)
+    token = api_token if api_token is not None else (env_token or None)
     return RewardClientSettings(
         urls=tuple(urls),
         api_token=token,

@@ -20,6 +20,7 @@ Prints one JSON object on its last line.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -42,23 +43,32 @@ from trainer_client.integrations import verl as ours
 CONFIG_DIR = Path(verl.__file__).parent / "trainer" / "config"
 OURS = ours.__file__
 
-#: docs/integrations.md, "verl ≥ 0.7 (reward loop)": exactly these lines.
+URL = "http://127.0.0.1:8000"  # replaced by the service's URL in main()
+
+#: docs/integrations.md and examples/verl/run_grpo.sh, verl 0.9 (reward loop): these lines.
 DOCUMENTED = [
     f"reward.custom_reward_function.path={OURS}",
     "reward.custom_reward_function.name=compute_score_async",
+    f"++reward.custom_reward_function.reward_kwargs.url={URL}",
 ]
-#: The legacy spelling (verl's legacy reward managers, and this project's docs before 0.9).
+#: The legacy spelling alone (verl's legacy reward managers; this project's docs before).
 LEGACY = [
     "reward_model.reward_manager=batch",
     f"custom_reward_function.path={OURS}",
     "custom_reward_function.name=compute_score_batch",
+    f"++custom_reward_function.reward_kwargs.url={URL}",
 ]
-#: docs/integrations.md, "one command line for every verl": ``++`` adds or overrides.
+#: docs/integrations.md, "one command line for every verl": ``++`` adds a key or overrides it.
 BOTH = [
     f"++reward.custom_reward_function.path={OURS}",
     "++reward.custom_reward_function.name=compute_score_async",
+    f"++reward.custom_reward_function.reward_kwargs.url={URL}",
     *LEGACY,
 ]
+
+
+def with_url(lines: list[str], url: str) -> list[str]:
+    return [line.replace(URL, url) for line in lines]
 
 
 def composed(overrides: list[str]):  # type: ignore[no-untyped-def]
@@ -124,14 +134,14 @@ def main() -> None:
     tokenizer.save_pretrained(tokenizer_dir)
     out: dict = {"verl": verl.__version__}
 
-    legacy = composed(LEGACY)
+    legacy = composed(with_url(LEGACY, url))
     out["legacy_as_is"] = resolved(legacy)  # what main_ppo sees: the legacy keys are ignored
     out["legacy_migrated"] = resolved(migrate_legacy_reward_impl(legacy))  # fully_async only
 
-    cfg = composed([*DOCUMENTED, f"+reward.custom_reward_function.reward_kwargs.url={url}",
-                    f"actor_rollout_ref.model.path={tokenizer_dir}", "reward.num_workers=2"])
+    cfg = composed([*with_url(DOCUMENTED, url), f"actor_rollout_ref.model.path={tokenizer_dir}",
+                    "reward.num_workers=2"])
     out["documented"] = resolved(cfg)
-    out["both"] = resolved(composed(BOTH))
+    out["both"] = resolved(composed(with_url(BOTH, url)))
 
     base = [("openai/gsm8k", "so the answer is #### 42", "42"),
             ("openai/gsm8k", "I think #### 41", "42"),
@@ -152,6 +162,17 @@ def main() -> None:
         out["requests"] = score_requests(url) - before
     finally:
         ray.shutdown()
+    # verl's legacy batch manager (still shipped in 0.9.1) with the function the legacy keys of
+    # the same command line name, loaded as the legacy loader did (path + name + reward_kwargs)
+    from verl.utils.import_utils import load_extern_object
+    from verl.workers.reward_manager.batch import BatchRewardManager
+
+    both = composed(with_url(BOTH, url)).custom_reward_function
+    legacy_fn = functools.partial(load_extern_object(both.path, both.name),
+                                  **both.reward_kwargs)
+    legacy_out = BatchRewardManager(tokenizer=tokenizer, num_examine=0,
+                                    compute_score=legacy_fn)(data, return_dict=True)
+    out["legacy_batch_rewards"] = legacy_out["reward_tensor"].sum(-1).tolist()
     rewards, extra = extract_reward(scored)
     out["rewards"] = rewards.sum(-1).tolist()
     out["extra_keys"] = sorted(extra)
