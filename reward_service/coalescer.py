@@ -17,6 +17,7 @@ are all gone is cancelled (its queued chunks are withdrawn by the pool). Submiss
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -81,11 +82,13 @@ class Coalescer(Generic[T, R]):
             self._pending_items -= n
             task = asyncio.ensure_future(self._run(group))
             self._inflight.add(task)
+            leave = functools.partial(self._left, group, task)
             for waiter in group:  # the last caller to leave cancels the group
-                waiter.future.add_done_callback(lambda _f, g=group, t=task: self._left(g, t))
+                waiter.future.add_done_callback(leave)
 
     @staticmethod
-    def _left(group: list[_Waiter[T, R]], task: asyncio.Task[None]) -> None:
+    def _left(group: list[_Waiter[T, R]], task: asyncio.Task[None],
+              _done: asyncio.Future[list[R]]) -> None:
         if all(w.future.cancelled() for w in group) and not task.done():
             task.cancel()
 
