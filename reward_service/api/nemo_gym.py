@@ -28,14 +28,21 @@ from fastapi.params import Depends
 from pydantic import BaseModel, ConfigDict
 
 from reward_service.api.openrlhf import COMPAT_RESPONSES
-from reward_service.errors import InvalidRequestError
 from reward_service.scorers.registry import resolve_scorer
 from reward_service.service import ScoringService
 
-__all__ = ["NemoGymVerifyRequest", "response_text", "router"]
+__all__ = ["NemoGymResponse", "NemoGymVerifyRequest", "response_text", "router"]
 
 #: NeMo-Gym's math server uses math-verify; so does this route unless ``?scorer=`` says otherwise.
 DEFAULT_SCORER = "math_verify"
+
+
+class NemoGymResponse(BaseModel):
+    """The model's OpenAI Responses-API object: ``output`` is read, every field is echoed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    output: list[Any]
 
 
 class NemoGymVerifyRequest(BaseModel):
@@ -45,18 +52,14 @@ class NemoGymVerifyRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     responses_create_params: dict[str, Any]
-    response: dict[str, Any]
+    response: NemoGymResponse
     expected_answer: str
     question: str | None = None
 
 
-def response_text(response: dict[str, Any]) -> str:
-    """The ``output_text`` parts of every ``message`` item of a Responses-API object, joined
-    (``math_with_judge/app.py: verify``); reasoning and tool-call items are skipped."""
-    output = response.get("output")
-    if not isinstance(output, list):
-        raise InvalidRequestError.at(("body", "response", "output"),
-                                     "must be a list of output items", "list_type")
+def response_text(output: list[Any]) -> str:
+    """The ``output_text`` parts of every ``message`` item of a Responses-API ``output``,
+    joined (``math_with_judge/app.py: verify``); reasoning and tool-call items are skipped."""
     parts: list[str] = []
     for item in output:
         if not isinstance(item, dict) or item.get("type") != "message":
@@ -84,7 +87,7 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
     ) -> Response:
         t0 = time.perf_counter()
         timeout = service.open(1, timeout_s)
-        text = response_text(body.response)
+        text = response_text(body.response.output)
         job = service.job(("response", "expected_answer"), text, body.expected_answer,
                           resolve_scorer(scorer, None), None, None)
         (s,) = await service.run([job], timeout)

@@ -64,6 +64,8 @@ def test_seed_session_and_a_malformed_response(client: httpx.Client) -> None:
     body["response"]["output"] = "not a list"
     r = client.post("/verify", json=body)
     assert r.status_code == 422 and "output" in r.text
+    body["response"] = {}  # no output at all
+    assert client.post("/verify", json=body).status_code == 422
     del body["expected_answer"]
     assert client.post("/verify", json=body).status_code == 422
 

@@ -59,6 +59,7 @@ STATUSES = {"correct", "incorrect", "no_answer", "bad_ground_truth", "timeout", 
 # every operation the service documents; a new one must be added here (and is then fuzzed)
 OPERATIONS = {
     "POST /v1/score", "POST /score", "POST /get_reward", "POST /slime/reward",
+    "POST /verify", "POST /seed_session",
     "GET /healthz", "GET /readyz", "GET /metrics", "GET /v1/info",
 }
 
@@ -149,7 +150,7 @@ def _repair(case: schemathesis.Case) -> bool:
                     item["response"] += f" so \\boxed{{{item.get('ground_truth')}}}"
         if isinstance(body.get("timeout_s"), int | float):
             body["timeout_s"] = rnd.uniform(0.01, 3.0)
-    elif path in ("/get_reward", "/slime/reward") and isinstance(case.query, dict):
+    elif path in ("/get_reward", "/slime/reward", "/verify") and isinstance(case.query, dict):
         if "scorer" in case.query:
             case.query["scorer"] = rnd.choice(SCORERS)
         if "timeout_s" in case.query:
