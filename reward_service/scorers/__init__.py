@@ -14,9 +14,11 @@ from reward_service.scorers.registry import (
     UnknownScorerError,
     resolve_scorer,
 )
+from reward_service.scorers.rules import RULES, rule_counts, rule_of, rule_reason
 
 __all__ = [
     "DEFAULT_SCORER",
+    "RULES",
     "SCORERS",
     "STATUSES",
     "ScorerInfo",
@@ -24,4 +26,7 @@ __all__ = [
     "UnknownScorerError",
     "Verdict",
     "resolve_scorer",
+    "rule_counts",
+    "rule_of",
+    "rule_reason",
 ]
