@@ -112,3 +112,27 @@ def test_hedges_through_the_service_are_counted(client: httpx.Client) -> None:
     logs = r.json()["extra_logs"]
     assert set(RULE_KEYS) <= set(logs)
     assert logs["rule/hedged"] == [1.0, 0.0] and r.json()["rewards"] == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("scorer", ["math", "gsm8k", "choice"])
+def test_hedge_rule_is_linear_on_adversarial_text(scorer: str) -> None:
+    """Runs of spaces and alternative words that made the closing-part regexes backtrack
+    (minutes per item before they were made possessive): each well under the bound, in CPU
+    time so a busy machine does not fail it. The bound is the point, with a wide margin."""
+    import time
+
+    n = 20000
+    gold = "B" if scorer == "choice" else "5"
+    answer = "The answer is (B)." if scorer == "choice" else "The answer is 5."
+    shapes = [
+        "Maybe" + " " * n + "x. " + answer,
+        "Or " + "5 or " * n + "x. " + answer,
+        answer + " " + "or maybe " * n,
+        answer + " Maybe" + " ," * n + "y",
+        answer + " " + "it is " * n + "y",
+        answer + " " + "x = " * n,
+    ]
+    for response in shapes:
+        t = time.process_time()
+        S[scorer](response, gold, {})
+        assert time.process_time() - t < 10.0, (scorer, response[:30])

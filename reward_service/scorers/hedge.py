@@ -45,6 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "Candidate",
@@ -54,38 +55,44 @@ __all__ = [
     "hedge_reason",
 ]
 
+# Every run of spaces and punctuation below is possessive (``*+``, ``++``): a response is
+# untrusted text, and a gap that could be split two ways between two quantifiers backtracks
+# polynomially on long runs (tests/test_hedges.py times adversarial shapes).
 ALT_WORD = (
-    r"(?:or\s+(?:maybe|perhaps|possibly|probably|rather|else|even|alternatively|just|possibly\s+even)"
+    r"(?:or\s++(?:maybe|perhaps|possibly|probably|rather|else|even|alternatively|just)"
     r"|and/or|or|maybe|perhaps|possibly|probably|alternatively|actually|otherwise|either"
-    r"|if\s+not|then\s+again|else"
-    r"|(?:(?:but\s+)?(?:it|that|this|the\s+(?:final\s+)?answer)\s+)?(?:could|might|may)"
-    r"(?:\s+(?:also|even|well|instead))?\s+be)"
+    r"|if\s++not|then\s++again|else"
+    r"|(?:(?:but\s++)?(?:it|that|this|the\s++(?:final\s++)?answer)\s++)?(?:could|might|may)"
+    r"(?:\s++(?:also|even|well|instead))?+\s++be)"
 )
-_DISJUNCTIVE = re.compile(r"\s*,?\s*(?:\$\s*)?(?:or|and/or)\b", re.IGNORECASE)
+_DISJUNCTIVE = re.compile(r"\s*+,?+\s*+(?:\$\s*+)?+(?:or|and/or)\b", re.IGNORECASE)
 COMMIT = (
-    r"(?:(?:final\s+)?answer(?:\s+(?:is|was|would\s+be|should\s+be|must\s+be|might\s+be"
-    r"|could\s+be|may\s+be|will\s+be))?\s*(?:\*\*)?\s*[:=]?|####)"
+    r"(?:(?:final\s++)?answer(?:\s++(?:is|was|would\s++be|should\s++be|must\s++be|might\s++be"
+    r"|could\s++be|may\s++be|will\s++be))?+\s*+(?:\*\*)?+\s*+[:=]?+(?:\*\*)?+|####)"
 )
-_GAP = r"(?:[,:\s(—]|--?(?=\s)|\*\*)*"
+# spaces, commas, colons, dashes between words; never a character a value starts with
+_GAP = r"(?:[,:\s—]|--?(?=\s))*+"
 _FILLER = (
-    _GAP + r"(?:(?:(?:it|that|this)(?:'s|\s+is|\s+was|\s+would\s+be|\s+could\s+be|\s+might\s+be)"
-    r"|the\s+(?:final\s+)?answer(?:\s+(?:is|was|would\s+be|could\s+be|might\s+be))?\s*:?"
-    r"|we\s+(?:get|have)|equals?(?:\s+to)?|even|just|rather|instead|maybe|perhaps|possibly"
-    r"|probably)\b" + _GAP + r")*"
+    _GAP + r"(?:(?:(?:it|that|this)(?:'s|\s++is|\s++was|\s++would\s++be|\s++could\s++be"
+    r"|\s++might\s++be)|the\s++(?:final\s++)?answer(?:\s++(?:is|was|would\s++be|could\s++be"
+    r"|might\s++be))?+|we\s++(?:get|have)|equals?(?:\s++to)?+|even|just|rather|instead"
+    r"|maybe|perhaps|possibly|probably)\b" + _GAP + r")*+"
 )
 _CLAUSE_END = re.compile(
     r"[.!?](?=\s)|\n|[,;:](?=\s)|\b(?:so|thus|therefore|hence|then|but)\b(?!\s+again)",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
-_OPENS_WITH_ALT = re.compile(r"[\s,;:.!?()*$—-]*(?:hmm\W+)?" + ALT_WORD + r"\b", re.IGNORECASE)
-_PUNCT = r"[\s,;:.!?()*$#>—-]*"
+_PUNCT = r"[\s,;:.!?()*$#>—-]*+"
+_OPENS_WITH_ALT = re.compile(_PUNCT + r"(?:hmm\b" + _PUNCT + r")?+" + ALT_WORD + r"\b",
+                             re.IGNORECASE)
 _ALT_CLAUSE = re.compile(_PUNCT + ALT_WORD + _PUNCT, re.IGNORECASE)
 # what may precede a commitment at the start of its sentence ("So the answer is 5")
 _ONLY_LEAD = re.compile(
-    _PUNCT + r"(?:(?:so|thus|therefore|hence|then|and|hmm|well|ok(?:ay)?)\b" + _PUNCT + ")*",
+    _PUNCT + r"(?:(?:so|thus|therefore|hence|then|and|hmm|well|ok(?:ay)?)\b" + _PUNCT + ")*+",
     re.IGNORECASE,
 )
+_MAX_ANSWER_SENTENCE = 400  # an answer sentence is short; longer ones are not tried
 _WINDOW = 3000  # how far back a clause or sentence start is looked for
 _MAX_SENTENCES = 8
 
@@ -108,25 +115,24 @@ def _last_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
     return end
 
 
+@lru_cache(maxsize=32)
 def _answer_sentence(value: re.Pattern[str]) -> re.Pattern[str]:
+    """A sentence that is nothing but an answer: an optional alternative word and commitment
+    phrase, values joined by alternative words, punctuation."""
     v = value.pattern
     return re.compile(
-        r"^[\s>*-]*(?:(?:hmm|well|or|so)\W+)?(?:" + ALT_WORD + r"\b\W*)?(?:" + COMMIT + r")?"
-        + _FILLER + r"\s*(?:" + v + r")(?:\s*[,;]?\s*(?:" + ALT_WORD + r")?\b" + _FILLER
-        + r"\s*(?:" + v + r"))*\s*(?:,?\s*(?:though|instead|I\s+think|I\s+guess))?[\s.!?*)]*$",
+        r"[\s>*-]*+(?:(?:hmm|well|or|so)\b" + _GAP + r")?+(?:" + ALT_WORD + r"\b" + _GAP
+        + r")?+(?:" + COMMIT + r")?+" + _FILLER + r"(?:" + v + r")(?>" + _GAP + r"[;]?+"
+        + _GAP + r"(?:" + ALT_WORD + r"\b)?+" + _FILLER + r"(?:" + v + r"))*+"
+        + _GAP + r"(?:(?:though|instead|I\s++think|I\s++guess)\b)?+[\s.!?*)]*+",
         re.IGNORECASE | re.DOTALL,
     )
-
-
-_SENTENCE_PATTERNS: dict[str, re.Pattern[str]] = {}
 
 
 def closing_start(text: str, start: int, value: re.Pattern[str]) -> int:
     """Where the closing part starts, for a final answer (its commitment phrase, or the value
     itself when bare) starting at ``start``: see the module docstring."""
-    answer_sentence = _SENTENCE_PATTERNS.get(value.pattern)
-    if answer_sentence is None:
-        answer_sentence = _SENTENCE_PATTERNS[value.pattern] = _answer_sentence(value)
+    answer_sentence = _answer_sentence(value)
     anchor = _last_end(_CLAUSE_END, text, start)
     for _ in range(_MAX_SENTENCES):
         if anchor > 0 and _OPENS_WITH_ALT.match(text, anchor):  # 2: an alternative to before
@@ -145,7 +151,8 @@ def closing_start(text: str, start: int, value: re.Pattern[str]) -> int:
         if not prev_end:
             break
         prev_start = _last_end(_SENTENCE_END, prev_end, max(0, len(prev_end) - 1))
-        if not answer_sentence.match(text[prev_start:sentence]):  # 3: an answer sentence
+        if sentence - prev_start > _MAX_ANSWER_SENTENCE or not answer_sentence.fullmatch(
+                text, prev_start, sentence):  # 3: an answer sentence
             break
         anchor = prev_start
     return anchor
@@ -156,6 +163,19 @@ def _inner(m: re.Match[str]) -> str:
     return (groups[0] if groups else m.group(0)).strip()
 
 
+@lru_cache(maxsize=32)
+def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """For a value pattern: a value led by an alternative word or commitment phrase; what
+    follows a disjunctive ``or`` before a value; ``and`` joining the answer to a value."""
+    v = value.pattern
+    flags = re.IGNORECASE | re.DOTALL
+    led = re.compile(r"(?:\b" + ALT_WORD + r"\b|" + COMMIT + r")" + _FILLER + r"(?=" + v + ")",
+                     flags)
+    after_or = re.compile(_FILLER + r"(?=" + v + ")", flags)
+    joined = re.compile(r"\s*+(?:\$|\\\)|\*\*)?+\s*+[,;]?+\s*+and\s++(?=" + v + ")", flags)
+    return led, after_or, joined
+
+
 def candidates(
     text: str, start: int, answer: tuple[int, int], value: re.Pattern[str]
 ) -> Iterator[Candidate]:
@@ -163,9 +183,7 @@ def candidates(
     (start, end): values after a commitment phrase or an alternative word, a value before a
     disjunctive ``or``, a value joined to the answer by ``and``. ``value`` matches one value
     (its first non-empty group, when it has groups, is the value as written)."""
-    v = value.pattern
-    flags = re.IGNORECASE | re.DOTALL
-    led = re.compile(r"(?:\b" + ALT_WORD + r"\b|" + COMMIT + r")" + _FILLER + r"\s*(?=" + v + ")", flags)
+    led, after_or, joined_to = _scanners(value)
     a0, a1 = answer
 
     def outside(s: int, e: int) -> bool:
@@ -180,12 +198,11 @@ def candidates(
 
     for lead in led.finditer(text, start):
         yield from emit(value.match(text, lead.end()))
-    after_or = re.compile(r"\s*" + _FILLER + r"\s*(?=" + v + ")", flags)
     for m in value.finditer(text, start):  # "7 or 8": the 7
         d = _DISJUNCTIVE.match(text, m.end())
         if d is not None and after_or.match(text, d.end()):
             yield from emit(m)
-    joined = re.compile(r"\s*(?:\$|\\\)|\*\*)?\s*[,;]?\s*and\s+(?=" + v + ")", flags).match(text, a1)
+    joined = joined_to.match(text, a1)
     if joined is not None:
         yield from emit(value.match(text, joined.end()))
 

@@ -10,11 +10,11 @@ a bare number), so a revised answer (``the answer is 7. Wait ... the answer is 8
 by its last statement. A box is a declaration of the final answer: two different boxes are
 two final answers, not a revision (rule 1).
 
-Rules (the value rules 2, 3, 4, 6 run first, then the answer rules 1 and 5 on what is still
-correct):
+Rules (the value rules 7, 2, 3, 4, 6 run first, then the answer rules 1 and 5 on what is
+still correct):
 
-1. **One committed answer** (veto). A response is refused when it commits to more than one
-   distinct final answer:
+1. **One committed answer** (veto). A response earns the reward only if it commits to one
+   final answer: more than one distinct candidate answer is a hedge (``hedged: ...``).
 
    * ``\\boxed{}`` answers that are not all equal (``\\boxed{7} ... wait ... \\boxed{8}``),
      when the answer the library took is a box. Boxes written side by side as one list
@@ -25,14 +25,23 @@ correct):
      answer came from an explicit ``The final answer is ...`` (earlier boxes are then
      intermediate results), nor when the gold is several values (``(3, 3), (1, 1)``: a
      multi-part answer may box each part).
-   * a different value right after the extracted answer, joined by ``or``/``and``:
-     ``the answer is 5 or 6``, ``$5$ or maybe $6$``, ``5 (or 6)``, ``2 and 3``,
-     ``\\boxed{5} or 6`` (the library takes the ``5``). The same value twice
-     (``0.5 or \\frac{1}{2}``) is one answer.
+   * the candidates of the response's *closing part* (``hedge.py``, which says exactly where
+     it starts and why): from the clause of the final commitment (``answer is``, a box, or
+     the bare final value) to the end, taking in what it is offered as an alternative to
+     (``Or maybe 6.``) and preceding sentences that are nothing but an answer (``Maybe 6?
+     The final answer is 5.``). Candidates: values after ``answer is``/``Answer:``/``####``,
+     values after an alternative word (or, maybe, possibly, either, alternatively, actually,
+     could also be, might be, ...), a value before ``or`` that leads to another value, a
+     value joined to the answer by ``and``. ``The final answer is 5. Or maybe 6.``,
+     ``Either 7 or 8.``, ``5 (or 6)``, ``2 and 3`` are refused; ``0.5 or \\frac{1}{2}`` (one
+     value), reasoning before the final commitment (``x = 5 or x = 6; checking, x = 6
+     fails. So the answer is 5.``) and a self-correction that ends on one value are not.
+     Candidates are compared with the answer by ``verify``; an equation still to solve
+     (``-8y = 392, or y = -49``) is not a candidate value.
 
    A gold that is itself several values (``2, 3``; an interval; a set) still matches an
-   answer that lists them all: the library compares those as sets, and the rule only looks
-   at what comes *after* the one extracted answer, or at separate boxes.
+   answer that lists them all: the library compares those as sets, and values inside the
+   final answer's own span are that answer, not other candidates.
 
 2. **Exact values stay exact** (veto). The library rounds floats to 6 decimal places and
    compares other constants to 15 digits with tiny differences chopped, so
@@ -53,14 +62,17 @@ correct):
      ``0.0000003 = 1/3000000`` does not.
 
 3. **Percent, one reading** (decides both ways when either side has a ``%``). The library
-   drops the percent sign or divides by 100, whichever matches, so gold ``5`` accepts both
-   ``5%`` and ``500%``, and ``5%`` matches both gold ``5`` and gold ``0.05``: a ``%`` makes
-   an answer match two different numbers. Here:
+   drops the percent sign or divides by 100, whichever matches, so one answer matches two
+   numbers a factor 100 apart (``1000%`` matches gold ``10``; ``0.1%`` matches ``0.1``).
+   Here one reading per gold, chosen by the gold alone:
 
    * gold ``G%``: answers ``G%``, ``G`` (sign dropped) and ``G/100`` (``0.05`` for ``5%``);
-   * gold ``G`` without ``%``: ``P%`` is read as its number, so only ``P = G`` matches
-     (``5%`` for gold ``5``: MATH writes percent answers without the sign); ``500%`` does
-     not match ``5``, and ``5%`` does not match ``0.05``.
+   * gold ``G`` without ``%``, ``|G| >= 1``: a percentage written without its sign (MATH
+     does this), so ``P%`` is read as ``P``: ``10%`` matches ``10``, ``1000%`` does not;
+   * gold ``G`` without ``%``, ``|G| < 1``: a fraction, so ``P%`` is read as its value
+     ``P/100``: ``10%`` matches ``0.1``, ``0.1%`` does not.
+
+   docs/CORRECTNESS.md says what this loses (``0.5%`` for a gold ``0.5`` meaning 0.5%).
 
 4. **Inequality for an interval** (rescue). Gold ``[1, 2)`` (or ``x \\in [1, 2)``), answer
    ``1 \\le x < 2``: the library compares a relation with a set only when the *answer* is
@@ -80,6 +92,15 @@ correct):
    leaving an empty list element, and what is left may parse to anything: ``1, 2, \\ldots, n``
    and ``1, 3, 5, \\ldots, 2n-1`` both parse to ``2`` (Math-Verify #14). When either side has
    such an empty element, the two must be the same as written (spaces aside).
+
+7. **Scientific notation** (both ways). ``1e5``, ``2E-3``, ``1.5e+3`` are written as their
+   decimal values before extraction (:func:`read_scientific`): the library reads ``1e5`` in
+   text as ``1`` and in LaTeX as ``1 \\cdot e \\cdot 5``. ``scientific: ...`` names it when
+   reading the mantissa alone would have given the other verdict. An exponent beyond 400
+   is not read at all (never as its mantissa).
+
+Every overriding reason starts with its rule's label (``rules.py``: ``hedged``, ``exact``,
+``percent``, ``rescued``, ``units``, ``dropped``, ``scientific``).
 
 Handled as the library does, deliberately (tests pin each): ``x = 3`` and ``3`` match both
 ways, ``y = 3`` does not match ``x = 3`` (variables matter); ``x = 2 or x = 3`` matches gold
@@ -195,12 +216,12 @@ _SPACES = re.compile(r"\s+|\\[,;:!]|\\left|\\right")
 # bold, or a plain number / fraction / root / multiple of pi; an optional "x =" before it; no
 # operator after it ("3+5=8" is work, not a value). The first non-empty group is the value.
 MATH_VALUE = re.compile(
-    r"(?:[a-zA-Z]\s*=\s*)?(?:"
-    r"\\(?:boxed|fbox)\s*\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}"
+    r"(?:[a-zA-Z]\s*+=\s*+)?+(?:"
+    r"\\(?:boxed|fbox)\s*+\{((?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+)\}"
     r"|\$\$?([^$]{1,200}?)\$\$?"
     r"|\\\((.{1,200}?)\\\)|\\\[(.{1,200}?)\\\]"
     r"|\*\*([^*]{0,100}?\d[^*]{0,100}?)\*\*"
-    r"|([-+]?\s*(?:\d*\\[dt]?frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\d*\\pi"
+    r"|((?:[-+]\s?)?+(?:\d*+\\[dt]?frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\d*\\pi"
     r"|(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)|\.\d+)(?:\s*/\s*\d+)?(?:\s*\\?%)?)"
     r")(?!\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|ne)\b))",
     re.DOTALL,

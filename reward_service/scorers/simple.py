@@ -31,7 +31,7 @@ def _gold_number(ground_truth: str) -> str | None:
 
 # a number as GSM8K responses write one ($1,234.50, -3); no operator after it (work, not a value)
 GSM8K_VALUE = re.compile(
-    r"\$?\s*([-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)(?![\d.]\d)"
+    r"(?:\$\s?)?+([-+]?+(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)(?![\d.]\d)"
     r"(?!\s*(?:[-+*/^=<>\u00d7]|x\s*\d))"  # \u00d7: the multiplication sign
 )
 
