@@ -14,11 +14,19 @@ from reward_service.scorers.registry import (
     UnknownScorerError,
     resolve_scorer,
 )
-from reward_service.scorers.rules import RULES, rule_counts, rule_of, rule_reason
+from reward_service.scorers.rules import (
+    RULE_KEYS,
+    RULES,
+    rule_counts,
+    rule_flags,
+    rule_of,
+    rule_reason,
+)
 
 __all__ = [
     "DEFAULT_SCORER",
     "RULES",
+    "RULE_KEYS",
     "SCORERS",
     "STATUSES",
     "ScorerInfo",
@@ -27,6 +35,7 @@ __all__ = [
     "Verdict",
     "resolve_scorer",
     "rule_counts",
+    "rule_flags",
     "rule_of",
     "rule_reason",
 ]

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["RULES", "rule_counts", "rule_of", "rule_reason"]
+__all__ = ["RULES", "RULE_KEYS", "rule_counts", "rule_flags", "rule_of", "rule_reason"]
 
 RULES: tuple[str, ...] = ("hedged", "exact", "percent", "rescued", "units", "dropped", "scientific")
-_PREFIXES = tuple(f"{rule}: " for rule in RULES)
+# per-item log keys (OpenRLHF extra_logs, verl reward_extra_info): 1.0 where the rule decided
+RULE_KEYS: tuple[str, ...] = tuple(f"rule/{rule}" for rule in RULES)
 
 
 def rule_reason(rule: str, detail: str) -> str:
@@ -53,3 +54,11 @@ def rule_counts(reasons: Iterable[str | None]) -> dict[str, int]:
         if rule is not None:
             counts[rule] += 1
     return counts
+
+
+def rule_flags(reason: str | None) -> dict[str, float]:
+    """``{"rule/hedged": 1.0, "rule/exact": 0.0, ...}``: which rule decided one verdict, as
+    the same numeric keys for every item (a trainer's mean of ``rule/hedged`` over a batch is
+    the share of hedged responses)."""
+    rule = rule_of(reason)
+    return {key: float(rule == r) for key, r in zip(RULE_KEYS, RULES, strict=True)}
