@@ -105,14 +105,18 @@ class Candidate:
 
 
 def _last_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
-    """The end of the last match of ``pattern`` ending at or before ``pos`` (0 if none)."""
-    lo = max(0, pos - _WINDOW)
-    end = lo
-    for m in pattern.finditer(text, lo):  # not endpos=pos: the lookaheads see past it
-        if m.end() > pos:
-            break
-        end = m.end()
-    return end
+    """The end of the last match of ``pattern`` ending at or before ``pos``: looked for in
+    the 200 characters before ``pos``, then in ``_WINDOW`` (whose start it returns if none)."""
+    for window in (200, _WINDOW):
+        lo = max(0, pos - window)
+        end = -1
+        for m in pattern.finditer(text, lo):  # not endpos=pos: the lookaheads see past it
+            if m.end() > pos:
+                break
+            end = m.end()
+        if end >= 0 or lo == 0:
+            return max(end, lo)
+    return max(0, pos - _WINDOW)
 
 
 @lru_cache(maxsize=32)

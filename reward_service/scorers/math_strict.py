@@ -552,6 +552,7 @@ def _magnitude(x: Any) -> float | None:
 # of a longer number. LaTeX's 1.5 \times 10^{3} the library already reads as its value.
 _SCIENTIFIC = re.compile(r"(?<![\w.])((?:\d+(?:\.\d*)?|\.\d+)[eE][-+]?\d+)(?![\w]|\.\d)")
 _MANTISSA = re.compile(r"[eE]")
+_SCIENTIFIC_HINT = re.compile(r"\d[eE][-+]?\d")  # a cheap test before the full pattern
 _MAX_EXPONENT = 400  # 1e400 is written out as 401 digits; larger exponents are not read
 
 
@@ -561,7 +562,7 @@ def read_scientific(text: str) -> tuple[str, list[tuple[int, int, str]]]:
     library reads ``1e5`` in text as ``1`` and in LaTeX as ``1 \\cdot e \\cdot 5``. A literal
     with an exponent beyond 400 is replaced by ``(overflow)``: it is no number any gold
     holds, and its mantissa must not be read as the answer."""
-    if "e" not in text and "E" not in text:
+    if _SCIENTIFIC_HINT.search(text) is None:
         return text, []
     out: list[str] = []
     spans: list[tuple[int, int, str]] = []
