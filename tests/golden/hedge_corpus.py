@@ -302,18 +302,18 @@ def generate(per_template: int = 30, seed: int = 15) -> Iterator[dict]:
                    "scorer": "math", "response": response, "gold": gold}
     for kind, gtemplates in (("hedge", GSM_HEDGES), ("near_miss", GSM_NEAR)):
         for i, (name, gtpl) in enumerate(gtemplates):
-            for a in rnd.sample(ints, per_template):
-                b, c = rnd.sample([x for x in ints if x != a], 2)
+            for n in rnd.sample(ints, per_template):
+                m1, m2 = rnd.sample([x for x in ints if x != n], 2)
                 yield {"template": f"gsm8k/{name}", "fold": _fold(i), "kind": kind,
-                       "scorer": "gsm8k", "response": gtpl(a, b, c), "gold": str(a)}
+                       "scorer": "gsm8k", "response": gtpl(n, m1, m2), "gold": str(n)}
     letters = "ABCDE"
     for kind, ctemplates in (("hedge", CHOICE_HEDGES), ("near_miss", CHOICE_NEAR)):
         for i, (name, ctpl) in enumerate(ctemplates):
-            for a in letters:
-                for b in letters:
-                    if a != b:
+            for right in letters:
+                for other in letters:
+                    if right != other:
                         yield {"template": f"choice/{name}", "fold": _fold(i), "kind": kind,
-                               "scorer": "choice", "response": ctpl(a, b), "gold": a}
+                               "scorer": "choice", "response": ctpl(right, other), "gold": right}
 
 
 def main() -> None:
