@@ -23,6 +23,7 @@ from reward_service.metrics import Metrics
 from reward_service.pool import Outcome, Task, WorkerPool
 from reward_service.scorers.base import Verdict
 from reward_service.scorers.registry import SCORERS
+from reward_service.scorers.rules import rule_of
 
 __all__ = ["Batcher", "Job"]
 
@@ -135,4 +136,9 @@ class Batcher:
         counts = Counter((s.job.scorer, s.verdict.status) for s in results)
         for (scorer, status), n in counts.items():
             self._metrics.items.labels(scorer=scorer, status=status).inc(n)
+        rules = Counter((s.job.scorer, rule_of(s.verdict.reason)) for s in results
+                        if s.verdict.reason)
+        for (scorer, rule), n in rules.items():
+            if rule is not None:
+                self._metrics.rule_overrides.labels(scorer=scorer, rule=rule).inc(n)
         return results

@@ -33,6 +33,13 @@ class Metrics:
             "reward_item_duration_seconds", "Worker time per scored item", ["scorer"],
             buckets=_LATENCY, registry=r,
         )
+        self.rule_overrides = Counter(
+            "reward_rule_overrides_total",
+            "Verdicts a scoring rule decided against the plain reading, by scorer and rule "
+            "(hedged, exact, percent, rescued, units, dropped, scientific: "
+            "reward_service.scorers.rules)",
+            ["scorer", "rule"], registry=r,
+        )
         self.cache_hits = Counter(
             "reward_cache_hits_total", "Items answered from the verdict cache", registry=r
         )

@@ -109,7 +109,9 @@ class GetRewardResponse(BaseModel):
     scores: list[float] = Field(description="Same as rewards (OpenRLHF's dynamic filtering).")
     extra_logs: dict[str, list[float]] = Field(
         description="Per-item 0/1 indicators logged by OpenRLHF: acc, no_answer, "
-        "bad_ground_truth, timeout, error (an item not scored has reward 0 and a 1 here)."
+        "bad_ground_truth, timeout, error (an item not scored has reward 0 and a 1 here), "
+        "and rule/<rule> for the scoring rule that decided the item (rule/hedged: the "
+        "response offered more than one final answer)."
     )
     statuses: dict[str, int] = Field(description="How many results have each status.")
     results: list[ItemResult] = Field(description="The full result of each item, in order.")

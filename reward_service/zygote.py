@@ -61,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(fileno=cfg["ctrl_fd"])
 
     from reward_service.scorers.impl import build_scorers  # heavy: math-verify, sympy
+    from reward_service.scorers.patches import install_patches
     from reward_service.worker import WARMUP, serve
 
+    install_patches()  # the speed patches of sympy and math-verify, once, before the fork
     scorers = build_scorers()
     for scorer, response, gold in WARMUP:
         scorers[scorer](response, gold, {})

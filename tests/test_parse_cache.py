@@ -19,12 +19,12 @@ from math_verify import verify
 from sympy import Integer, Number, srepr
 
 from reward_service.scorers import parse_cache
-from reward_service.scorers.impl import build_scorers
 from reward_service.scorers.math_verify_scorer import (
     MathVerifyScorer,
     _answer_key,
     integer_verdict,
 )
+from reward_service.scorers.patches import install_patches
 
 
 def _integers() -> list[str]:
@@ -62,7 +62,7 @@ def test_other_text_goes_to_latex2sympy(text: str) -> None:
 
 
 def test_installed_memos_answer_like_the_library() -> None:
-    build_scorers()  # installs the memos, as a worker does
+    install_patches()  # installs the memos, as a worker does
     for text in ["374", "-49", "\\frac{3}{8}", "1\\frac{9}{10}", "x - 35", "3,250", "13.18"]:
         a, b = mv_parser.parse_latex_cached(text), _library_latex(text)
         assert type(a) is type(b) and srepr(a) == srepr(b), text

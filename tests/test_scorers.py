@@ -209,3 +209,32 @@ def test_math_refuses_a_hedge_whichever_value_is_right(a: int, b: int) -> None:
                  f"$\\boxed{{{a}}}$. Wait, no: $\\boxed{{{b}}}$."):
         assert st("math", text, str(a)) == "incorrect", text
         assert st("math", text, str(b)) == "incorrect", text
+
+
+@pytest.mark.parametrize("exc", [MemoryError, RecursionError])
+def test_resource_error_in_extraction_is_an_error_in_both_math_profiles(
+        monkeypatch: pytest.MonkeyPatch, exc: type[BaseException]) -> None:
+    """The same input is ``error`` under ``math_verify`` and under the default ``math`` (issue
+    13 item 16: ``math`` swallowed it into a silent ``no_answer``). The library's LaTeX step
+    is made to raise: exhausting the worker's address space or stack at exactly this point
+    cannot be arranged deterministically in a test, so this one place is a stand-in."""
+    import math_verify.parser as mv_parser
+
+    from reward_service.scorers.math_strict import MathStrictScorer
+    from reward_service.scorers.math_verify_scorer import MathVerifyScorer
+
+    base = MathVerifyScorer()
+    table = {"math_verify": base, "math": MathStrictScorer(base)}
+    response, gold = "The answer is $\\frac{3}{7}$.", "\\frac{3}{7}"
+    for scorer in table.values():  # the gold is parsed (and cached) before the failure
+        assert scorer(response, gold, {}).status == "correct"
+
+    def exhausted(*args: object, **kwargs: object) -> None:
+        raise exc
+
+    monkeypatch.setattr(mv_parser, "extract_latex", exhausted)
+    verdicts = {name: scorer(response + " ", gold, {}) for name, scorer in table.items()}
+    word = "memory" if exc is MemoryError else "recursion"
+    for name, v in verdicts.items():
+        assert v.status == "error", (name, v)
+        assert v.reason is not None and f"{word} limit reached" in v.reason, (name, v)

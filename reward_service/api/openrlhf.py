@@ -17,6 +17,7 @@ from reward_service.routing import unless_disconnected
 from reward_service.schemas import GetRewardRequest, GetRewardResponse
 from reward_service.scorers.base import Verdict
 from reward_service.scorers.registry import resolve_scorer
+from reward_service.scorers.rules import RULE_KEYS, rule_flags
 from reward_service.service import PreFailed, ScoringService
 
 __all__ = ["COMPAT_RESPONSES", "get_reward", "misconfigured", "router"]
@@ -29,6 +30,12 @@ COMPAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"description": "Not the framework's protocol (lengths, labels), bad options"},
     503: {"description": "Overloaded or draining; retry after Retry-After seconds"},
 }
+
+
+def _rule_logs(reasons: list[str | None]) -> dict[str, list[float]]:
+    """``{"rule/hedged": [0/1 per item], ...}``: which scoring rule decided each item."""
+    flags = [rule_flags(r) for r in reasons]
+    return {key: [f[key] for f in flags] for key in RULE_KEYS}
 
 
 async def get_reward(service: ScoringService, body: GetRewardRequest, *, scorer: str | None,
@@ -62,6 +69,7 @@ async def get_reward(service: ScoringService, body: GetRewardRequest, *, scorer:
         **{st_name: [float(st == st_name) for st in statuses]
            for st_name in ("no_answer", "bad_ground_truth", "timeout", "error")},
         "prompt_not_found": [float(e.how not in ("prompt", "")) for e in extracted],
+        **_rule_logs([s.verdict.reason for s in scored]),  # rule/hedged, ...: when a policy hedges
     }
     results = [service.result(s) for s in scored]
     for r, e in zip(results, extracted, strict=True):  # how an unusual item was located

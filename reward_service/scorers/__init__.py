@@ -14,9 +14,19 @@ from reward_service.scorers.registry import (
     UnknownScorerError,
     resolve_scorer,
 )
+from reward_service.scorers.rules import (
+    RULE_KEYS,
+    RULES,
+    rule_counts,
+    rule_flags,
+    rule_of,
+    rule_reason,
+)
 
 __all__ = [
     "DEFAULT_SCORER",
+    "RULES",
+    "RULE_KEYS",
     "SCORERS",
     "STATUSES",
     "ScorerInfo",
@@ -24,4 +34,8 @@ __all__ = [
     "UnknownScorerError",
     "Verdict",
     "resolve_scorer",
+    "rule_counts",
+    "rule_flags",
+    "rule_of",
+    "rule_reason",
 ]

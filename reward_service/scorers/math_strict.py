@@ -10,11 +10,11 @@ a bare number), so a revised answer (``the answer is 7. Wait ... the answer is 8
 by its last statement. A box is a declaration of the final answer: two different boxes are
 two final answers, not a revision (rule 1).
 
-Rules (the value rules 2, 3, 4, 6 run first, then the answer rules 1 and 5 on what is still
-correct):
+Rules (the value rules 7, 2, 3, 4, 6 run first, then the answer rules 1 and 5 on what is
+still correct):
 
-1. **One committed answer** (veto). A response is refused when it commits to more than one
-   distinct final answer:
+1. **One committed answer** (veto). A response earns the reward only if it commits to one
+   final answer: more than one distinct candidate answer is a hedge (``hedged: ...``).
 
    * ``\\boxed{}`` answers that are not all equal (``\\boxed{7} ... wait ... \\boxed{8}``),
      when the answer the library took is a box. Boxes written side by side as one list
@@ -25,14 +25,23 @@ correct):
      answer came from an explicit ``The final answer is ...`` (earlier boxes are then
      intermediate results), nor when the gold is several values (``(3, 3), (1, 1)``: a
      multi-part answer may box each part).
-   * a different value right after the extracted answer, joined by ``or``/``and``:
-     ``the answer is 5 or 6``, ``$5$ or maybe $6$``, ``5 (or 6)``, ``2 and 3``,
-     ``\\boxed{5} or 6`` (the library takes the ``5``). The same value twice
-     (``0.5 or \\frac{1}{2}``) is one answer.
+   * the candidates of the response's *closing part* (``hedge.py``, which says exactly where
+     it starts and why): from the clause of the final commitment (``answer is``, a box, or
+     the bare final value) to the end, taking in what it is offered as an alternative to
+     (``Or maybe 6.``) and preceding sentences that are nothing but an answer (``Maybe 6?
+     The final answer is 5.``). Candidates: values after ``answer is``/``Answer:``/``####``,
+     values after an alternative word (or, maybe, possibly, either, alternatively, actually,
+     could also be, might be, ...), a value before ``or`` that leads to another value, a
+     value joined to the answer by ``and``. ``The final answer is 5. Or maybe 6.``,
+     ``Either 7 or 8.``, ``5 (or 6)``, ``2 and 3`` are refused; ``0.5 or \\frac{1}{2}`` (one
+     value), reasoning before the final commitment (``x = 5 or x = 6; checking, x = 6
+     fails. So the answer is 5.``) and a self-correction that ends on one value are not.
+     Candidates are compared with the answer by ``verify``; an equation still to solve
+     (``-8y = 392, or y = -49``) is not a candidate value.
 
    A gold that is itself several values (``2, 3``; an interval; a set) still matches an
-   answer that lists them all: the library compares those as sets, and the rule only looks
-   at what comes *after* the one extracted answer, or at separate boxes.
+   answer that lists them all: the library compares those as sets, and values inside the
+   final answer's own span are that answer, not other candidates.
 
 2. **Exact values stay exact** (veto). The library rounds floats to 6 decimal places and
    compares other constants to 15 digits with tiny differences chopped, so
@@ -53,14 +62,17 @@ correct):
      ``0.0000003 = 1/3000000`` does not.
 
 3. **Percent, one reading** (decides both ways when either side has a ``%``). The library
-   drops the percent sign or divides by 100, whichever matches, so gold ``5`` accepts both
-   ``5%`` and ``500%``, and ``5%`` matches both gold ``5`` and gold ``0.05``: a ``%`` makes
-   an answer match two different numbers. Here:
+   drops the percent sign or divides by 100, whichever matches, so one answer matches two
+   numbers a factor 100 apart (``1000%`` matches gold ``10``; ``0.1%`` matches ``0.1``).
+   Here one reading per gold, chosen by the gold alone:
 
    * gold ``G%``: answers ``G%``, ``G`` (sign dropped) and ``G/100`` (``0.05`` for ``5%``);
-   * gold ``G`` without ``%``: ``P%`` is read as its number, so only ``P = G`` matches
-     (``5%`` for gold ``5``: MATH writes percent answers without the sign); ``500%`` does
-     not match ``5``, and ``5%`` does not match ``0.05``.
+   * gold ``G`` without ``%``, ``|G| >= 1``: a percentage written without its sign (MATH
+     does this), so ``P%`` is read as ``P``: ``10%`` matches ``10``, ``1000%`` does not;
+   * gold ``G`` without ``%``, ``|G| < 1``: a fraction, so ``P%`` is read as its value
+     ``P/100``: ``10%`` matches ``0.1``, ``0.1%`` does not.
+
+   docs/CORRECTNESS.md says what this loses (``0.5%`` for a gold ``0.5`` meaning 0.5%).
 
 4. **Inequality for an interval** (rescue). Gold ``[1, 2)`` (or ``x \\in [1, 2)``), answer
    ``1 \\le x < 2``: the library compares a relation with a set only when the *answer* is
@@ -80,6 +92,15 @@ correct):
    leaving an empty list element, and what is left may parse to anything: ``1, 2, \\ldots, n``
    and ``1, 3, 5, \\ldots, 2n-1`` both parse to ``2`` (Math-Verify #14). When either side has
    such an empty element, the two must be the same as written (spaces aside).
+
+7. **Scientific notation** (both ways). ``1e5``, ``2E-3``, ``1.5e+3`` are written as their
+   decimal values before extraction (:func:`read_scientific`): the library reads ``1e5`` in
+   text as ``1`` and in LaTeX as ``1 \\cdot e \\cdot 5``. ``scientific: ...`` names it when
+   reading the mantissa alone would have given the other verdict. An exponent beyond 400
+   is not read at all (never as its mantissa).
+
+Every overriding reason starts with its rule's label (``rules.py``: ``hedged``, ``exact``,
+``percent``, ``rescued``, ``units``, ``dropped``, ``scientific``).
 
 Handled as the library does, deliberately (tests pin each): ``x = 3`` and ``3`` match both
 ways, ``y = 3`` does not match ``x = 3`` (variables matter); ``x = 2 or x = 3`` matches gold
@@ -117,11 +138,16 @@ from math_verify.grader import (
 )
 from math_verify.parser import extract_match, get_extraction_regexes
 
-from reward_service.scorers import regex_prefilter
+from reward_service.scorers import hedge, regex_prefilter
 from reward_service.scorers.base import Verdict, clip
-from reward_service.scorers.math_verify_scorer import MathVerifyScorer, boxed_gold
+from reward_service.scorers.math_verify_scorer import (
+    MathVerifyScorer,
+    boxed_gold,
+    resource_error_reason,
+)
+from reward_service.scorers.rules import rule_reason
 
-__all__ = ["MathStrictScorer", "boxed_answers", "strict_gold"]
+__all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "read_scientific", "strict_gold"]
 
 _TARGETS = regex_prefilter.wrap(
     get_extraction_regexes([LatexExtractionConfig(), ExprExtractionConfig()])
@@ -136,10 +162,16 @@ def _extract(text: str) -> tuple[list[Any], re.Match[str] | None]:
 
     A copy of ``math_verify.parser.extract_target_from_pred`` (0.9.0, ``any_match``,
     ``first_match`` fallback) that keeps the match; ``tests/test_corpus_agreement.py`` checks
-    it against ``parse`` on corpus rows."""
+    it against ``parse`` on corpus rows.
+
+    ``parse()`` returns [] on any error, and so do we, except for the resource errors
+    (``MemoryError``, ``RecursionError``): those propagate, so the item is ``error`` with a
+    reason (as under ``math_verify``, whose log tap sees them), never a silent ``no_answer``."""
     try:
         return _extract_unguarded(text)
-    except Exception:  # parse() returns [] on any error; so do we
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:
         return [], None
 
 
@@ -180,23 +212,20 @@ _BOX_JOIN = re.compile(
     r"^(?:\s|\$|,|;|\\[,;:!]|\\quad|\\qquad|\\text\{\s*(?:,?\s*(?:and|or)\s*)\}|\band\b|\bor\b)*$"
 )
 _SPACES = re.compile(r"\s+|\\[,;:!]|\\left|\\right")
-_ALTERNATIVE = re.compile(
-    r"^\s*(?:\$|\\\)|\\\]|\*\*)?\s*[,;]?\s*\(?\s*"
-    r"(?:or|and|and/or|or\s+maybe|or\s+perhaps|or\s+possibly|or\s+else|alternatively)\s+"
-    r"(?:maybe\s+|perhaps\s+|possibly\s+|also\s+)?"
-    r"(?=(?:\$|\\\(|\\\[|\\boxed\{|\*\*)?\s*(?:[a-zA-Z]\s*=\s*)?[-+]?\s*"
-    r"(?:\d|\.\d|\\d?frac|\\sqrt|\\pi))",
-    re.IGNORECASE,
-)
-_ASSIGNED = re.compile(r"^[a-zA-Z]\s*=\s*")  # "or x = -5": the value is -5
-_ALT_VALUE = re.compile(
-    r"\$(?P<a>[^$]{1,200})\$|\\\((?P<b>.{1,200}?)\\\)|\\\[(?P<c>.{1,200}?)\\\]|"
-    r"\*\*(?P<d>[^*]{1,100})\*\*|"
-    r"(?P<e>[-+]?\s*(?:\\d?frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\\pi|"
-    r"(?:\d[\d,]*(?:\.\d+)?|\.\d+)(?:\s*/\s*\d+)?(?:\s*\\?%)?))",
+# One value as a response writes it (hedge.py's candidates): a box, inline or display math,
+# bold, or a plain number / fraction / root / multiple of pi; an optional "x =" before it; no
+# operator after it ("3+5=8" is work, not a value). The first non-empty group is the value.
+MATH_VALUE = re.compile(
+    r"(?:[a-zA-Z]\s*+=\s*+)?+(?:"
+    r"\\(?:boxed|fbox)\s*+\{((?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+)\}"
+    r"|\$\$?([^$]{1,200}?)\$\$?"
+    r"|\\\((.{1,200}?)\\\)|\\\[(.{1,200}?)\\\]"
+    r"|\*\*([^*]{0,100}?\d[^*]{0,100}?)\*\*"
+    r"|((?:[-+]\s?)?+(?:\d*+\\[dt]?frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\d*\\pi"
+    r"|(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)|\.\d+)(?:\s*/\s*\d+)?(?:\s*\\?%)?)"
+    r")(?!\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|ne)\b))",
     re.DOTALL,
 )
-
 
 def boxed_answers(text: str) -> list[tuple[int, int, str]]:
     """Every ``\\boxed{...}`` / ``\\fbox{...}`` in ``text``: (start, end, content), braces
@@ -282,33 +311,56 @@ def _distinct_boxed(text: str) -> list[str] | None:
     return [", ".join(g) for g in [*different, list(final)]]
 
 
-def _alternative_after(text: str, where: re.Match[str] | None, pred: list[Any]) -> bool:
-    """True when a different value follows the extracted answer (``5 or 6``; not
-    ``0.5 or 1/2``, which is the same answer twice)."""
-    if where is None:
-        return False
-    end = where.end()
+_PHRASE = re.compile(r"answer", re.IGNORECASE)
+
+
+def _answer_span(where: re.Match[str]) -> tuple[int, int, int]:
+    """(commitment start, answer start, answer end) of the library's final answer. The answer
+    is what its named groups matched (a phrase pattern may span an earlier statement: ``answer
+    is 32. The answer is $\\frac58$``); the plain-\\boxed pattern runs to the end of the
+    text, so there it is the last box. The commitment starts at the last ``answer`` before the
+    answer within the match, or at a box; else the answer is a bare value."""
     if where.groupdict().get("first_latexBoxed"):
-        # the plain-\boxed pattern runs to the end of the text; the answer is its last box
         boxes = boxed_answers(where.group(0))
-        if not boxes:
-            return False
-        end = where.start() + boxes[-1][1]
-    tail = text[end : end + 300]
-    m = _ALTERNATIVE.match(tail)
-    if m is None:
-        return False
-    rest = _ASSIGNED.sub("", tail[m.end() :].lstrip(), count=1)
-    if rest.startswith("\\boxed"):
-        boxes = boxed_answers(rest)
-        value = boxes[0][2] if boxes else None
-    else:
-        v = _ALT_VALUE.match(rest)
-        value = next((g for g in v.groups() if g), None) if v else None
-    if not value:
-        return True
-    other = _parse_boxed((value.strip(),))
-    return not (other and verify(pred, other, timeout_seconds=None))
+        if boxes:
+            s, e, _ = boxes[-1]
+            return where.start() + s, where.start() + s, where.start() + e
+    spans = [where.span(name) for name, v in where.groupdict().items() if v]
+    a0 = min((sp[0] for sp in spans), default=where.start())
+    a1 = max((sp[1] for sp in spans), default=where.end())
+    phrase = None
+    for found in _PHRASE.finditer(where.string, where.start(), a0):
+        phrase = found
+    if phrase is not None:
+        return phrase.start(), a0, a1
+    return a0, a0, a1
+
+
+def _is_value(x: Any) -> bool:
+    """A candidate is a value (an expression, or a variable given one: ``y = -49``), not an
+    equation or inequality still to solve (``-8y = 392, or y = -49`` restates, it does not
+    offer ``-8y = 392`` as an answer)."""
+    if isinstance(x, sympy.Eq):
+        return isinstance(x.lhs, sympy.Symbol)
+    return not isinstance(x, sympy.core.relational.Relational)
+
+
+def _hedged(text: str, where: re.Match[str] | None, pred: list[Any], boxes: list[str]) -> str | None:
+    """Rule 1: the reason when the response offers more than one distinct final answer
+    (hedge.py: its closing part), plus the distinct boxes found anywhere, else None."""
+    if where is None:
+        return None
+    commit, a0, a1 = _answer_span(where)
+
+    def same(value: str) -> bool:
+        other = _parse_boxed((value,))
+        return not other or not _is_value(other[0]) or bool(verify(pred, other, timeout_seconds=None))
+
+    others = hedge.distinct_candidates(text, commit, (a0, a1), MATH_VALUE, same)
+    others += [b for b in boxes if b not in others]
+    if not others:
+        return None
+    return hedge.hedge_reason(str(pred[-1]), others, clip)
 
 
 # --- rule 2: exact values stay exact ----------------------------------------------------------
@@ -366,7 +418,7 @@ def _show(x: Any) -> str:
 
 
 def _differ(gold: Any, pred: Any) -> str:
-    return f"different exact values: answer {_show(pred)}, gold {_show(gold)}"
+    return rule_reason("exact", f"different exact values: answer {_show(pred)}, gold {_show(gold)}")
 
 
 def _number_veto(gold: Any, pred: Any) -> str | None:
@@ -407,9 +459,10 @@ def _number_veto(gold: Any, pred: Any) -> str | None:
     except (TypeError, ValueError, ArithmeticError):
         return None
     if not close or significant < 3:
-        return (
+        return rule_reason(
+            "exact",
             f"{_show(decimal)} does not pin down {_show(other)} "
-            "(a decimal needs >= 3 significant digits, within its last place)"
+            "(a decimal needs >= 3 significant digits, within its last place)",
         )
     return None
 
@@ -470,10 +523,67 @@ def _percent(gold: Any, pred: Any) -> tuple[bool, str] | None:
         ok = _same(g, pred) or _same(g * sympy.Rational(1, 100), pred)
         return ok, "percent: gold is a percentage; the number or the number / 100 accepted"
     assert p is not None
+    size = _magnitude(gold)
+    if size is not None and size < 1:
+        return _same(gold, p * sympy.Rational(1, 100)), (
+            "percent: the gold has no percent sign and is below 1 in size, so the answer's "
+            "percentage is read as its value (10% matches 0.1; 0.1% does not)"
+        )
     return _same(gold, p), (
-        "percent: gold has no percent sign, so the answer's percentage is read as its "
-        "number (5% matches 5; 500% does not)"
+        "percent: the gold has no percent sign and is at least 1 in size, so the answer's "
+        "percentage is read as its number (10% matches 10: MATH writes percentages without "
+        "the sign; 1000% does not)"
     )
+
+
+def _magnitude(x: Any) -> float | None:
+    """``|x|`` of a constant, else None."""
+    if not _is_constant(x):
+        return None
+    try:
+        return float(abs(sympy.N(x, 20)))
+    except (TypeError, ValueError, ArithmeticError):
+        return None
+
+
+# --- rule 7: scientific notation --------------------------------------------------------------
+
+# 1e5, 2E-3, 1.5e+3: a number, then e/E and an integer exponent; not part of a word (x1e5) or
+# of a longer number. LaTeX's 1.5 \times 10^{3} the library already reads as its value.
+_SCIENTIFIC = re.compile(r"(?<![\w.])((?:\d+(?:\.\d*)?|\.\d+)[eE][-+]?\d+)(?![\w]|\.\d)")
+_MANTISSA = re.compile(r"[eE]")
+_SCIENTIFIC_HINT = re.compile(r"\d[eE][-+]?\d")  # a cheap test before the full pattern
+_MAX_EXPONENT = 400  # 1e400 is written out as 401 digits; larger exponents are not read
+
+
+def read_scientific(text: str) -> tuple[str, list[tuple[int, int, str]]]:
+    """``text`` with every scientific literal written as its decimal value (``1e5`` →
+    ``100000``, ``2E-3`` → ``0.002``), and where each now is (start, end, as written). The
+    library reads ``1e5`` in text as ``1`` and in LaTeX as ``1 \\cdot e \\cdot 5``. A literal
+    with an exponent beyond 400 is replaced by ``(overflow)``: it is no number any gold
+    holds, and its mantissa must not be read as the answer."""
+    if _SCIENTIFIC_HINT.search(text) is None:
+        return text, []
+    out: list[str] = []
+    spans: list[tuple[int, int, str]] = []
+    pos = size = 0
+    for m in _SCIENTIFIC.finditer(text):
+        written = m.group(1)
+        mantissa, exponent = _MANTISSA.split(written)
+        if len(exponent.lstrip("+-")) > 3 or abs(int(exponent)) > _MAX_EXPONENT:
+            value = "(overflow)"
+        else:
+            value = f"{Decimal(mantissa).scaleb(int(exponent)).normalize():f}"
+        out.append(text[pos : m.start()])
+        size += m.start() - pos
+        spans.append((size, size + len(value), written))
+        out.append(value)
+        size += len(value)
+        pos = m.end()
+    if not spans:
+        return text, []
+    out.append(text[pos:])
+    return "".join(out), spans
 
 
 # --- rule 5: units ----------------------------------------------------------------------------
@@ -549,22 +659,42 @@ class MathStrictScorer:
         self._base = base if base is not None else MathVerifyScorer()
 
     def __call__(self, response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
-        tap = self._base._tap
-        tap.memory_error = False
-        gold = self._base._parse_gold(strict_gold(ground_truth))
-        if tap.memory_error:
-            return Verdict("error", reason="memory limit reached while parsing the ground truth")
+        base = self._base
+        base.reset_errors()
+        gold_text = strict_gold(ground_truth)
+        gold = base.parse_gold(gold_text)
+        if base.resource_error:
+            return Verdict("error", reason=f"{base.resource_error} while parsing the ground truth")
         if not gold:
             return Verdict("bad_ground_truth", reason="nothing parseable in the ground truth")
-        pred, where = _extract(response)
-        if tap.memory_error:
-            return Verdict("error", reason="memory limit reached while parsing the response")
+        response, literals = read_scientific(response)
+        try:
+            pred, where = _extract(response)
+        except (MemoryError, RecursionError) as exc:
+            return Verdict("error", extracted_gold=_shown(gold),
+                           reason=f"{resource_error_reason(exc)} while parsing the response")
+        if base.resource_error:
+            return Verdict("error", reason=f"{base.resource_error} while parsing the response")
         if not pred:
             return Verdict("no_answer", extracted_gold=_shown(gold), reason="no answer found")
         ok, reason = self._judge(response, ground_truth, gold, pred, where)
-        if tap.memory_error:
-            return Verdict("error", _shown(pred), _shown(gold), "memory limit reached in verify")
+        if reason is None and literals and where is not None:
+            reason = self._scientific(gold_text, gold, ok, where, literals)
+        if base.resource_error:
+            return Verdict("error", _shown(pred), _shown(gold), f"{base.resource_error} in verify")
         return Verdict("correct" if ok else "incorrect", _shown(pred), _shown(gold), reason)
+
+    def _scientific(self, gold_text: str, gold: list[Any], ok: bool, where: re.Match[str],
+                    literals: list[tuple[int, int, str]]) -> str | None:
+        """The ``scientific`` reason when the final answer holds a literal like ``1e5`` and
+        reading its mantissa alone (as the library does) would give another verdict."""
+        for start, end, written in literals:
+            if where.start() <= start and end <= where.end():
+                mantissa = _parse_boxed((_MANTISSA.split(written)[0],))
+                if bool(mantissa) and self._base.verify(gold_text, gold, mantissa) != ok:
+                    return rule_reason("scientific", f"{clip(written, 30)} read as its value, "
+                                       "not as its mantissa")
+        return None
 
     def _judge(
         self,
@@ -590,22 +720,21 @@ class MathStrictScorer:
                     if veto is not None:
                         return False, veto
             elif not ok and _relation_as_set(g0, p0):  # rule 4
-                ok, reason = True, "rescued: the inequality compared as a set (the library does not)"
+                ok, reason = True, rule_reason(
+                    "rescued", "the inequality compared as a set (the library does not)")
         if not ok:
             return False, reason
         dropped = _dropped_element(gold, pred)  # rule 6
         if dropped is not None:
             return False, dropped
-        distinct = (  # rule 1
+        distinct = (  # rule 1: boxes anywhere, then the closing part
             _distinct_boxed(response)
             if where is not None and _BOX.search(where.group(0)) and not _several(g0)
             else None
         )
-        if distinct is not None:
-            shown = "; ".join(clip(d, 40) for d in distinct)
-            return False, f"hedged: {len(distinct)} distinct boxed answers ({shown})"
-        if _alternative_after(response, where, pred):
-            return False, "hedged: another value follows the final answer ('5 or 6', '5 and 6')"
+        hedged = _hedged(response, where, pred, distinct[:-1] if distinct else [])
+        if hedged is not None:
+            return False, hedged
         units = _units_differ(ground_truth, where)  # rule 5
         if units is not None:
             return False, units
@@ -621,7 +750,7 @@ def _units_differ(ground_truth: str, where: re.Match[str] | None) -> str | None:
         answer = boxes[-1][2]
     g, p = _unit(ground_truth), _unit(answer)
     if g is not None and p is not None and g != p:
-        return f"units differ: {clip(p, 20)} vs gold {clip(g, 20)}"
+        return rule_reason("units", f"units differ: {clip(p, 20)} vs gold {clip(g, 20)}")
     return None
 
 
@@ -653,7 +782,8 @@ def _dropped_element(gold: list[Any], pred: list[Any]) -> str | None:
         return None
     if _SPACES.sub("", g) == _SPACES.sub("", p):
         return None
-    return "an element did not parse (e.g. \\ldots): compared as written, and they differ"
+    return rule_reason("dropped", "an element did not parse (e.g. \\ldots): compared as written, "
+                       "and they differ")
 
 
 def _several(gold: Any) -> bool:

@@ -16,8 +16,16 @@ default configs. Differences, all deliberate:
 * ``verify`` is memoised per worker on (gold text, the parsed answer's structure as sympy
   compares it, class by class): within a GRPO group most answers repeat, and verify is a
   pure function of its inputs;
-* a ``MemoryError`` (the worker's address-space cap) is reported as ``error`` instead of being
-  swallowed into a silent ``incorrect``/``no_answer`` as the library does.
+* a ``MemoryError`` (the worker's address-space cap) or ``RecursionError`` that the library
+  logs is reported as ``error`` with a reason instead of being swallowed into a silent
+  ``incorrect``/``no_answer`` as the library does.
+
+The speed patches (namespace, memos, prefilter) are not installed by building a scorer: see
+``patches.py``. Building one installs only the log tap (a handler on the library's two
+loggers), without which a resource error could not be told from a wrong answer.
+
+Public API for scorers that build on this one (``math_strict.py``): :meth:`parse_gold`,
+:meth:`verify`, :meth:`reset_errors` and :attr:`resource_error`.
 """
 
 from __future__ import annotations
@@ -30,23 +38,35 @@ from math_verify import parse, verify
 from sympy import Basic, Integer
 
 from reward_service.lru import LRU
-from reward_service.scorers import parse_cache, regex_prefilter, sympy_namespace
+from reward_service.scorers import parse_cache
 from reward_service.scorers.base import Verdict, clip
 
-__all__ = ["MathVerifyScorer", "boxed_gold"]
+__all__ = ["MathVerifyScorer", "boxed_gold", "resource_error_reason"]
+
+
+RESOURCE_ERRORS: dict[type[BaseException], str] = {
+    MemoryError: "memory limit reached",
+    RecursionError: "recursion limit reached",
+}
+
+
+def resource_error_reason(exc: BaseException) -> str | None:
+    """``"memory limit reached"`` / ``"recursion limit reached"`` for a resource error, else None."""
+    return next((why for t, why in RESOURCE_ERRORS.items() if isinstance(exc, t)), None)
 
 
 class _ErrorTap(logging.Handler):
-    """Swallows math-verify's log records (they embed whole inputs) and notes MemoryErrors."""
+    """Swallows math-verify's log records (they embed whole inputs) and notes resource errors
+    (``MemoryError``, ``RecursionError``) that the library caught and logged."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.memory_error = False
+        self.resource_error: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        exc_type = record.exc_info[0] if record.exc_info else None
-        if exc_type is not None and issubclass(exc_type, MemoryError):
-            self.memory_error = True
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and self.resource_error is None:
+            self.resource_error = resource_error_reason(exc)
 
 
 _TAP: _ErrorTap | None = None
@@ -155,9 +175,6 @@ class MathVerifyScorer:
     name = "math_verify"
 
     def __init__(self, gold_cache_size: int = 4096, verdict_cache_size: int = 16384) -> None:
-        sympy_namespace.install()
-        parse_cache.install()
-        regex_prefilter.install()
         self._tap = _install_tap()
         self._gold = LRU(gold_cache_size)  # gold text → parse(gold text)
         self._verdicts = LRU(verdict_cache_size)  # (gold text, answer key) → verify's result
@@ -177,33 +194,45 @@ class MathVerifyScorer:
         if hit is not None:
             return bool(hit)
         ok = bool(verify(gold, pred, timeout_seconds=None))
-        if not self._tap.memory_error:
+        if self._tap.resource_error is None:
             self._verdicts.put(key, ok)
         return ok
 
-    def _parse_gold(self, gold: str) -> list[Any]:
-        hit: list[Any] | None = self._gold.get(gold)
+    def parse_gold(self, gold_text: str) -> list[Any]:
+        """``parse(gold_text)`` (default configs), cached per scorer; a parse that hit a
+        resource error is not remembered."""
+        hit: list[Any] | None = self._gold.get(gold_text)
         if hit is not None:
             return hit
-        parsed = parse(gold, parsing_timeout=None)  # type: ignore[arg-type]
-        if not self._tap.memory_error:
-            self._gold.put(gold, parsed)
+        parsed = parse(gold_text, parsing_timeout=None)  # type: ignore[arg-type]
+        if self._tap.resource_error is None:
+            self._gold.put(gold_text, parsed)
         return parsed
 
+    def reset_errors(self) -> None:
+        """Forget resource errors noted so far: call before scoring an item."""
+        self._tap.resource_error = None
+
+    @property
+    def resource_error(self) -> str | None:
+        """A resource error the library caught and logged since :meth:`reset_errors`
+        (``"memory limit reached"``, ``"recursion limit reached"``), or None."""
+        return self._tap.resource_error
+
     def __call__(self, response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
-        self._tap.memory_error = False
+        self.reset_errors()
         gold_text = boxed_gold(ground_truth)
-        gold = self._parse_gold(gold_text)
-        if self._tap.memory_error:
-            return Verdict("error", reason="memory limit reached while parsing the ground truth")
+        gold = self.parse_gold(gold_text)
+        if self.resource_error:
+            return Verdict("error", reason=f"{self.resource_error} while parsing the ground truth")
         if not gold:
             return Verdict("bad_ground_truth", reason="nothing parseable in the ground truth")
         pred = parse(response, parsing_timeout=None)  # type: ignore[arg-type]
-        if self._tap.memory_error:
-            return Verdict("error", reason="memory limit reached while parsing the response")
+        if self.resource_error:
+            return Verdict("error", reason=f"{self.resource_error} while parsing the response")
         if not pred:
             return Verdict("no_answer", extracted_gold=_shown(gold), reason="no answer found")
         ok = self.verify(gold_text, gold, pred)
-        if self._tap.memory_error:
-            return Verdict("error", _shown(pred), _shown(gold), "memory limit reached in verify")
+        if self.resource_error:
+            return Verdict("error", _shown(pred), _shown(gold), f"{self.resource_error} in verify")
         return Verdict.judge(ok, _shown(pred), _shown(gold))

@@ -6,7 +6,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
-__all__ = ["after_hashes", "last_boxed", "last_number", "to_fraction"]
+__all__ = ["after_hashes", "hashes", "last_boxed", "last_number", "last_number_span", "to_fraction"]
 
 # 1,234.5 | -3 | .5 | 2e-3 ; commas only as thousands separators
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
@@ -21,6 +21,18 @@ def last_number(text: str) -> str | None:
     """The last number written in ``text`` (``$1,234.50`` → ``1,234.50``), or None."""
     found = _numbers(text.replace("$", " "))
     return found[-1] if found else None
+
+
+def last_number_span(text: str) -> tuple[int, int] | None:
+    """Where :func:`last_number` found its number (start, end), or None."""
+    spans = [m.span() for m in _NUMBER.finditer(text.replace("$", " "))
+             if any(c.isdigit() for c in m.group(0))]
+    return spans[-1] if spans else None
+
+
+def hashes(text: str) -> list[re.Match[str]]:
+    """Every ``#### n`` in ``text`` (group 1: the number), in order."""
+    return list(_HASHES.finditer(text))
 
 
 def after_hashes(text: str) -> str | None:

@@ -24,13 +24,15 @@ SCORERS: dict[str, ScorerInfo] = {
     for s in (
         ScorerInfo(
             "math",
-            f"2.0+math-verify.{MATH_VERIFY_VERSION}",
+            f"2.1+math-verify.{MATH_VERIFY_VERSION}",
             "The default math profile: math_verify's extraction and comparison, plus rules "
-            "where the library is wrong: refuses a response that commits to more than one "
-            "distinct final answer ('5 or 6', different \\boxed{} values), keeps exact values "
-            "exact (no 6-decimal rounding of 1e-7 vs 2e-7), reads a percent one way only "
-            "(5% matches 5, 500% does not), inequality vs interval, contradicting units. "
-            "The reason of an overridden verdict names the rule.",
+            "where the library is wrong: a response earns the reward only if it commits to "
+            "one final answer (more than one distinct candidate in its closing part, e.g. "
+            "'5. Or maybe 6.', 'either 7 or 8', different \\boxed{} values, is refused), "
+            "exact values stay exact (no 6-decimal rounding of 1e-7 vs 2e-7), 1e5 is read as "
+            "its value, a percent is read one way, chosen by the gold's size (10% matches 0.1 "
+            "and 10; 1000% does not match 10), inequality vs interval, contradicting units. "
+            "The reason of an overridden verdict starts with the rule's name (hedged: ...).",
         ),
         ScorerInfo(
             "math_verify",
@@ -40,10 +42,11 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "gsm8k",
-            "1.1",
+            "1.2",
             "Number after the last '#### ' or else the last number in the response "
             "(commas and $ dropped, no character clip), compared exactly as decimals; "
-            "a hedge at the answer ('#### 5 or 6') is incorrect.",
+            "a response that offers more than one distinct final answer ('#### 5 or 6', "
+            "'#### 20' then '#### 24') is incorrect (hedged).",
         ),
         ScorerInfo(
             "numeric",
@@ -54,10 +57,11 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "choice",
-            "1.1",
+            "1.2",
             "Multiple choice: the last committed letter (\\boxed{B}, 'answer is (B)', "
-            "'Answer: B', '(B)'), among extra.choices (default A-J); another letter offered "
-            "with it ('(B) or (C)') is incorrect.",
+            "'Answer: B', '(B)'), among extra.choices (default A-J); a response that offers "
+            "more than one distinct letter as its answer ('(B) or (C)', '(B). Or maybe (C).') "
+            "is incorrect (hedged).",
             ("choices",),
         ),
     )

@@ -7,8 +7,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from reward_service.scorers import hedge
 from reward_service.scorers.base import Verdict, clip
-from reward_service.scorers.numbers import after_hashes, last_boxed, last_number, to_fraction
+from reward_service.scorers.numbers import (
+    after_hashes,
+    hashes,
+    last_boxed,
+    last_number,
+    last_number_span,
+    to_fraction,
+)
 
 __all__ = ["score_choice", "score_gsm8k", "score_numeric"]
 
@@ -21,35 +29,51 @@ def _gold_number(ground_truth: str) -> str | None:
     return boxed if boxed is not None else gt
 
 
-# "#### 5 or 6" / "... 17 or 18 dollars": an alternative next to the answer taken (a hedge)
-_HEDGE_AFTER_HASHES = re.compile(r"####[^\n]*?\d\s*,?\s*(?:or|and/or)\s+\$?\s*[-+]?\.?\d", re.IGNORECASE)
-_HEDGE_LAST = re.compile(
-    r"\d\s*,?\s*(?:or|and/or)\s+(?:maybe\s+|perhaps\s+)?\$?\s*[-+]?[\d,]*\.?\d+[^\d]*$", re.IGNORECASE
+# a number as GSM8K responses write one ($1,234.50, -3); no operator after it (work, not a value)
+GSM8K_VALUE = re.compile(
+    r"(?:\$\s?)?+([-+]?+(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)(?![\d.]\d)"
+    r"(?!\s*(?:[-+*/^=<>\u00d7]|x\s*\d))"  # \u00d7: the multiplication sign
 )
 
 
-def _hedged(response: str, marked: bool) -> bool:
-    if marked:
-        return bool(_HEDGE_AFTER_HASHES.search(response[response.rfind("####") :]))
-    return bool(_HEDGE_LAST.search(response[-200:]))
+def _gsm8k_hedge(response: str, pred: object) -> str | None:
+    """One committed answer (``hedge.py``): every ``#### n`` anywhere, and the candidates of
+    the closing part, must be the answer's number (``#### 20`` then ``#### 24`` is a hedge;
+    ``The answer is 20. #### 20`` is not)."""
+    marks = hashes(response)
+    if marks:
+        last = marks[-1]
+        commit, span = last.start(), last.span(1)
+        extra = [m.group(1) for m in marks[:-1]]
+    else:
+        found = last_number_span(response)
+        if found is None:
+            return None
+        commit, span, extra = found[0], found, []
+    others = hedge.distinct_candidates(
+        response, commit, span, GSM8K_VALUE, lambda v: to_fraction(v) == pred, extra)
+    return hedge.hedge_reason(response[span[0] : span[1]], others, clip) if others else None
 
 
 def score_gsm8k(response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
     """GSM8K: the number after the last ``####``, else the last number; exact comparison.
-    A hedge next to that number (``#### 5 or 6``, ``... 17 or 18 dollars``) is incorrect."""
+    A response that offers more than one distinct final answer (``#### 5 or 6``, ``#### 20``
+    then ``#### 24``, ``... 17, or maybe 18``) is incorrect (``hedged``)."""
     gold_text = _gold_number(ground_truth)
     gold = to_fraction(gold_text) if gold_text else None
     if gold is None:
         return Verdict("bad_ground_truth", reason="ground truth is not a number")
-    marked = after_hashes(response)
-    pred_text = marked or last_number(response)
+    marks = hashes(response)
+    pred_text = marks[-1].group(1) if marks else last_number(response)
     if pred_text is None:
         return Verdict("no_answer", extracted_gold=clip(gold_text), reason="no number found")
     pred = to_fraction(pred_text)
     if pred is None:
         return Verdict("no_answer", clip(pred_text), clip(gold_text), "answer is not a number")
-    if pred == gold and _hedged(response, marked is not None):
-        return Verdict("incorrect", clip(pred_text), clip(gold_text), "hedged: '... or ...' at the answer")
+    if pred == gold:
+        hedged = _gsm8k_hedge(response, pred)
+        if hedged is not None:
+            return Verdict("incorrect", clip(pred_text), clip(gold_text), hedged)
     return Verdict.judge(pred == gold, clip(pred_text), clip(gold_text))
 
 
@@ -88,43 +112,64 @@ _LETTER_PATTERNS = (
 )
 
 
-# "(B) or (C)", "B, C", "B and C" right after the committed letter: a hedge
-_OTHER_LETTER = re.compile(
-    r"\s*\)?\s*(?:,|/|\bor\b|\band\b|\band/or\b)\s*(?:maybe\s+|perhaps\s+)?"
-    r"\(?\s*\\?(?:text\{)?([A-Za-z])\}?\)?(?![A-Za-z])",
-    re.IGNORECASE,
-)
-_LETTER_BEFORE = re.compile(
-    r"(?:^|[^A-Za-z\\])\(?\s*(?:\\boxed\{)?\s*([A-Za-z])\s*\}?\s*\)?\s*"
-    r"(?:,|/|\bor\b|\band\b|\band/or\b)\s*(?:maybe\s+|perhaps\s+)?$",
-    re.IGNORECASE,
-)
+_LETTER_VALUES: dict[str, re.Pattern[str]] = {}
+
+
+def _letter_value(choices: str) -> re.Pattern[str]:
+    """One choice letter as a value: ``(B)``, ``\\boxed{B}``, ``\\textbf{B}``, or a capital
+    standing alone before punctuation, ``or``/``and`` or the end (not the pronoun in ``I am``)."""
+    pattern = _LETTER_VALUES.get(choices)
+    if pattern is None:
+        c = "[" + re.escape(choices) + "]"
+        pattern = _LETTER_VALUES[choices] = re.compile(
+            r"\\boxed\{\s*\(?\s*\\?(?:text(?:bf)?\{)?(" + c + r")\}?\s*\)?\s*\}"
+            r"|\(\s*(" + c + r")\s*\)|\*\*\(?(" + c + r")\)?\*\*"
+            r"|(?<![A-Za-z'\\])(" + c + r")(?![A-Za-z'])(?=\s*(?:[).,;:!?/]|$|\s+(?:or|and)\b))"
+        )
+    return pattern
+
+
+def _choice_hedge(response: str, pred: str, choices: str, found: re.Match[str], bare: bool) -> str | None:
+    """One committed letter (``hedge.py``): every candidate of the closing part must be the
+    answer's letter (``(B) or (C)``, ``(B). Or maybe (C).``, ``(B)/(C)`` are hedges)."""
+    value = _letter_value(choices)
+    span = found.span(1)
+    commit = span[0] if bare else found.start()
+    slash = re.compile(r"\s*\)?\s*/\s*(?=\(|\\boxed|[A-Z])").match(response, span[1])
+    extra = []
+    if slash is not None:
+        other = value.match(response, slash.end())
+        if other is not None:
+            extra.append(next(g for g in other.groups() if g))
+    others = hedge.distinct_candidates(
+        response, commit, span, value, lambda v: v.upper() == pred, extra)
+    return hedge.hedge_reason(pred, others, clip) if others else None
 
 
 def score_choice(response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
     """Multiple choice: the last committed letter among ``extra.choices`` (default A-J).
-    Another allowed letter offered right after it (``(B) or (C)``) makes it incorrect."""
+    A response that offers more than one distinct letter as its answer (``(B) or (C)``,
+    ``(B). Actually, (C).``) is incorrect (``hedged``)."""
     choices = str(params.get("choices", "ABCDEFGHIJ")).upper()
     gold = ground_truth.strip().strip("().: ").upper()
     if len(gold) != 1 or gold not in choices:
         return Verdict("bad_ground_truth", reason=f"ground truth is not one of {choices!r}")
     pred: str | None = None
-    start, end = 0, len(response)
-    for pattern in _LETTER_PATTERNS:
+    last: re.Match[str] | None = None
+    bare = False
+    for i, pattern in enumerate(_LETTER_PATTERNS):
         found = [m for m in re.finditer(pattern, response, flags=re.IGNORECASE)
                  if m.group(1).upper() in choices]
         if found:
-            pred, start, end = found[-1].group(1).upper(), found[-1].start(), found[-1].end(1)
+            last, pred, bare = found[-1], found[-1].group(1).upper(), i == len(_LETTER_PATTERNS) - 1
             break
     if pred is None:
-        bare = response.strip().strip("().: ").upper()
-        pred = bare if len(bare) == 1 and bare in choices else None
+        stripped = response.strip().strip("().: ").upper()
+        pred = stripped if len(stripped) == 1 and stripped in choices else None
     if pred is None:
         return Verdict("no_answer", extracted_gold=gold, reason="no choice letter found")
-    after = _OTHER_LETTER.match(response, end)
-    before = _LETTER_BEFORE.search(response[max(0, start - 40) : start])
-    for other in (after, before):
-        letter = other.group(1).upper() if other else None
-        if pred == gold and letter is not None and letter in choices and letter != pred:
-            return Verdict("incorrect", pred, gold, f"hedged: {pred} or {letter}")
+    if pred == gold and last is not None:
+        hedged = _choice_hedge(response, pred, choices, last, bare)
+        if hedged is not None:
+            return Verdict("incorrect", pred, gold, hedged)
     return Verdict.judge(pred == gold, pred, gold)

@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 
 OUT = Path(__file__).with_name("math_verify_cases.jsonl")
+# the rows skipped for their comparison settings, kept for docs/CORRECTNESS.md's judgements
+OTHERS = Path(__file__).with_name("math_verify_cases_other_settings.jsonl")
 # Tests of a comparison flag rather than of mathematics: their expected verdicts are the
 # flag's, and the math profile deliberately compares an inequality answer with a set gold
 # (as the flag would), so neither setting is "the" right verdict for it.
@@ -62,9 +64,12 @@ def _comparison(fn: ast.FunctionDef) -> tuple[str, ast.Call] | None:
     return None
 
 
-def extract(tests_dir: Path) -> tuple[list[dict], dict[str, int]]:
+def extract(tests_dir: Path, others: list[dict] | None = None) -> tuple[list[dict], dict[str, int]]:
+    """The cases with default comparison settings, and what was skipped (counts); the skipped
+    rows themselves go to ``others`` (with ``their_settings``) when a list is given."""
     cases: list[dict] = []
     skipped: dict[str, int] = {}
+    others = [] if others is None else others
     for path in sorted(tests_dir.glob("test_*.py")):
         if path.name in SKIP_MODULES:
             skipped[f"module {path.name}"] = 1
@@ -73,9 +78,7 @@ def extract(tests_dir: Path) -> tuple[list[dict], dict[str, int]]:
         for fn in tree.body:
             if not isinstance(fn, ast.FunctionDef):
                 continue
-            if fn.name in SKIP_FUNCTIONS:
-                skipped[f"{path.name}::{fn.name} ({SKIP_FUNCTIONS[fn.name]})"] = 1
-                continue
+            skip_function = SKIP_FUNCTIONS.get(fn.name)
             comparison = _comparison(fn)
             params = [
                 d for d in fn.decorator_list
@@ -99,30 +102,38 @@ def extract(tests_dir: Path) -> tuple[list[dict], dict[str, int]]:
                 precision = _kw(call, "precision", 6, values)
                 strict = _kw(call, "strict", True, values)
                 set_rel = _kw(call, "allow_set_relation_comp", False, values)
-                reason = None
-                if precision != 6:
+                reason = skip_function
+                if reason:
+                    pass
+                elif precision != 6:
                     reason = f"precision={precision}"
                 elif strict is not True:
                     reason = "strict=False"
                 elif set_rel:
                     reason = "allow_set_relation_comp=True"
-                if reason:
-                    skipped[f"{where} ({reason})"] = skipped.get(f"{where} ({reason})", 0) + 1
-                    continue
                 expected = values.get("expected", values.get("result"))
-                cases.append({
+                case = {
                     "gold": values["gold"],
                     "pred": values["pred"],
                     "expected": bool(expected),
                     "source": f"math-verify 0.9.0 sdist tests/{where}",
                     "their_config": config,
-                })
+                }
+                if reason:
+                    skipped[f"{where} ({reason})"] = skipped.get(f"{where} ({reason})", 0) + 1
+                    others.append({**case, "their_settings": reason})
+                    continue
+                cases.append(case)
     return cases, skipped
 
 
 def main() -> None:
     tests_dir = Path(sys.argv[1])
-    cases, skipped = extract(tests_dir)
+    others: list[dict] = []
+    cases, skipped = extract(tests_dir, others)
+    with OTHERS.open("w") as fh:
+        for c in others:
+            fh.write(json.dumps(c, ensure_ascii=False) + "\n")
     with OUT.open("w") as fh:
         for c in cases:
             fh.write(json.dumps(c, ensure_ascii=False) + "\n")

@@ -15,6 +15,7 @@ import threading
 import httpx
 import pytest
 
+from reward_service.scorers import RULE_KEYS
 from tests.helpers import service, wait_until
 
 QWEN_PROMPT = (
@@ -60,7 +61,7 @@ def test_openrlhf_chat_templated_queries_with_special_tokens(client: httpx.Clien
     assert [x["status"] for x in body["results"]] == [
         "correct", "incorrect", "no_answer", "correct", "correct", "correct"]
     assert set(body["extra_logs"]) == {"acc", "no_answer", "bad_ground_truth", "timeout", "error",
-                                       "prompt_not_found"}
+                                       "prompt_not_found", *RULE_KEYS}
     for values in (body["rewards"], body["scores"], *body["extra_logs"].values()):
         assert is_numeric_vector(values, len(queries))
     assert body["extra_logs"]["no_answer"] == [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from reward_service.scorers import RULE_KEYS
 from tests.helpers import ROOT
 from trainer_client.errors import RewardServiceUnavailable
 from trainer_client.integrations import verl
@@ -28,7 +29,8 @@ from trainer_client.integrations.verl import (
     compute_score_batch_async,
 )
 
-KEYS = {"score", "acc", "pred", "status", "scored"}
+KEYS = {"score", "acc", "pred", "status", "scored", *RULE_KEYS}
+NO_RULE = dict.fromkeys(RULE_KEYS, 0.0)
 
 
 class ObjectArray:
@@ -76,9 +78,14 @@ def test_naive_manager_keyword_call(service_env: str) -> None:
                         solution_str="Hence (verl) the answer is $\\boxed{\\frac{1}{2}}$.",
                         ground_truth="0.5", extra_info={"index": 3, "num_turns": None})
     assert out == {"score": 1.0, "acc": 1.0, "pred": "\\frac{1}{2}", "status": "correct",
-                   "scored": 1.0}
+                   "scored": 1.0, **NO_RULE}
     out = compute_score(data_source="openai/gsm8k", solution_str="#### 17", ground_truth="18")
     assert out["score"] == 0.0 and out["status"] == "incorrect" and out["pred"] == "17"
+    # a hedge (SmolLM2-135M's consecutive #### lines) is refused, and counted under its rule
+    out = compute_score(data_source="openai/gsm8k", solution_str="#### 20\n#### 24\n#### 28",
+                        ground_truth="28")
+    assert out["score"] == 0.0 and out["rule/hedged"] == 1.0
+    assert sum(out[k] for k in RULE_KEYS) == 1.0
 
 
 def test_batch_manager_keyword_call_one_request(service_env: str, svc) -> None:  # type: ignore[no-untyped-def]

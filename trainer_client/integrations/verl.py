@@ -44,7 +44,10 @@ into ``reward_extra_info`` lists that must line up with the batch:
 ``score`` (1.0 correct, else 0.0), ``acc`` (the same, as verl's default manager logs),
 ``pred`` (the extracted answer, ``""`` when none), ``status`` (the service's status) and
 ``scored`` (0.0 when the service could not judge: timeout, error, bad ground truth; verl has
-no "no reward", so those score 0.0 and are counted here and in a warning).
+no "no reward", so those score 0.0 and are counted here and in a warning), and one
+``rule/<rule>`` per scoring rule (``rule/hedged``, ``rule/exact``, ...: 1.0 where that rule
+decided the item, read from its ``reason`` by ``reward_service.scorers.rule_of``), so the
+batch mean of ``rule/hedged`` shows when a policy starts hedging.
 
 Errors: a missing ground truth or lists of different lengths raise ``ValueError`` naming the
 item; an unreachable service raises ``RewardServiceUnavailable`` after the client's retries.
@@ -57,6 +60,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from reward_service.scorers.rules import rule_flags
 from trainer_client.integrations._common import (
     async_client,
     ground_truth_text,
@@ -84,6 +88,7 @@ def to_verl(result: ScoreResult) -> dict[str, Any]:
         "pred": result.extracted or "",
         "status": result.status,
         "scored": 1.0 if result.status in AVAILABLE_STATUSES else 0.0,
+        **rule_flags(result.reason),  # rule/hedged, rule/exact, ...: 1.0 where that rule decided
     }
 
 

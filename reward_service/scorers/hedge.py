@@ -1,0 +1,235 @@
+"""One committed answer: the closing part of a response and the candidate answers in it.
+
+The rule (``math``, ``gsm8k`` and ``choice``): **a response earns the reward only if it commits
+to one final answer.** Its *candidate answers* are the values it offers as its answer in its
+*closing part*; more than one distinct candidate (by the scorer's own equivalence: ``0.5`` and
+``\\frac12`` are one value) is a hedge, and the response is refused with a ``hedged: ...``
+reason. This module finds the closing part and the candidates; the scorer compares them.
+
+Where the closing part starts (``closing_start``), in order:
+
+1. **At the final commitment.** The final answer is the one the scorer takes (for ``math``, the
+   library's choice). When it is *committed*, i.e. written with ``answer is`` / ``Answer:`` /
+   ``final answer`` / ``\\boxed{}`` / ``####``, the closing part starts at the beginning of the
+   clause holding that phrase; when it is a bare value (the last number), at the beginning of
+   the clause holding the value. A clause ends at ``.``/``!``/``?`` followed by a space, a line
+   break, ``,``/``;``/``:`` followed by a space, or before ``so``, ``thus``, ``therefore``,
+   ``hence``, ``then``, ``but``. *Why:* what comes before the final commitment is the work
+   (``x = 5 or x = 6; checking, x = 6 fails``, case analyses, a restated ``5 or more``), and a
+   revision the response argued for (``the answer is 7. Wait, ... so the answer is 8``) ends
+   on one value; a value is an answer only where the response says it is one.
+2. **Back over an alternative it answers.** If the closing part opens with an alternative
+   word (``Or maybe 6``, ``, or possibly 6``, ``Actually, ...``, ``It could also be ...``), it
+   offers itself as an alternative to what precedes, so the preceding clause joins it.
+3. **Back over answer sentences.** If the final commitment opens its sentence and the sentence
+   before it is nothing but an answer (``The answer is 5.``, ``Maybe 6?``, ``#### 20``, ``Or
+   possibly 6.``: a commitment phrase or alternative word, values, punctuation), that sentence
+   joins too, and so on back (at most 8). A sentence with any other words (``Wait, no.``,
+   ``Recounting gives 8.``) stops it: that is reasoning, and what follows is a revision.
+
+It runs to the end of the response: after committing, any further value offered as an answer
+or an alternative counts. Independently of where it starts, every ``\\boxed{}`` (``math``) and
+every ``####`` (``gsm8k``) anywhere is a declaration of a final answer (the scorers check them).
+
+Candidates in the closing part: the final answer; every value after a commitment phrase;
+every value after an alternative word (or, maybe, perhaps, possibly, probably, either,
+alternatively, actually, otherwise, or else, and/or, if not, then again, could/might/may (also)
+be); a value right before a disjunctive ``or`` that leads to another value (``7 or 8``); a
+value joined to the final answer by ``and`` (``2 and 3``). A value inside the final answer's
+own span is part of that answer (``$5$ or $6$`` which the library reads as the set {5, 6}) and
+not a separate candidate. A value is followed by no operator (``3+5=8`` is work, not a value).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = [
+    "Candidate",
+    "candidates",
+    "closing_start",
+    "distinct_candidates",
+    "hedge_reason",
+]
+
+# Every run of spaces and punctuation below is possessive (``*+``, ``++``): a response is
+# untrusted text, and a gap that could be split two ways between two quantifiers backtracks
+# polynomially on long runs (tests/test_hedges.py times adversarial shapes).
+ALT_WORD = (
+    r"(?:or\s++(?:maybe|perhaps|possibly|probably|rather|else|even|alternatively|just)"
+    r"|and/or|or|maybe|perhaps|possibly|probably|alternatively|actually|otherwise|either"
+    r"|if\s++not|then\s++again|else"
+    r"|(?:(?:but\s++)?(?:it|that|this|the\s++(?:final\s++)?answer)\s++)?(?:could|might|may)"
+    r"(?:\s++(?:also|even|well|instead))?+\s++be)"
+)
+_DISJUNCTIVE = re.compile(r"\s*+,?+\s*+(?:\$\s*+)?+(?:or|and/or)\b", re.IGNORECASE)
+COMMIT = (
+    r"(?:(?:final\s++)?answer(?:\s++(?:is|was|would\s++be|should\s++be|must\s++be|might\s++be"
+    r"|could\s++be|may\s++be|will\s++be))?+\s*+(?:\*\*)?+\s*+[:=]?+(?:\*\*)?+|####)"
+)
+# spaces, commas, colons, dashes between words; never a character a value starts with
+_GAP = r"(?:[,:\s—]|--?(?=\s))*+"
+_FILLER = (
+    _GAP + r"(?:(?:(?:it|that|this)(?:'s|\s++is|\s++was|\s++would\s++be|\s++could\s++be"
+    r"|\s++might\s++be)|the\s++(?:final\s++)?answer(?:\s++(?:is|was|would\s++be|could\s++be"
+    r"|might\s++be))?+|we\s++(?:get|have)|equals?(?:\s++to)?+|even|just|rather|instead"
+    r"|maybe|perhaps|possibly|probably)\b" + _GAP + r")*+"
+)
+_CLAUSE_END = re.compile(
+    r"[.!?](?=\s)|\n|[,;:](?=\s)|\b(?:so|thus|therefore|hence|then|but)\b(?!\s+again)",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
+_PUNCT = r"[\s,;:.!?()*$#>—-]*+"
+_OPENS_WITH_ALT = re.compile(_PUNCT + r"(?:hmm\b" + _PUNCT + r")?+" + ALT_WORD + r"\b",
+                             re.IGNORECASE)
+_ALT_CLAUSE = re.compile(_PUNCT + ALT_WORD + _PUNCT, re.IGNORECASE)
+# what may precede a commitment at the start of its sentence ("So the answer is 5")
+_ONLY_LEAD = re.compile(
+    _PUNCT + r"(?:(?:so|thus|therefore|hence|then|and|hmm|well|ok(?:ay)?)\b" + _PUNCT + ")*+",
+    re.IGNORECASE,
+)
+_MAX_ANSWER_SENTENCE = 400  # an answer sentence is short; longer ones are not tried
+_WINDOW = 3000  # how far back a clause or sentence start is looked for
+_MAX_SENTENCES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    start: int
+    end: int
+    value: str  # the value as written (inside its ``$...$`` / box / bold, when it has one)
+
+
+def _last_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """The end of the last match of ``pattern`` ending at or before ``pos``: looked for in
+    the 200 characters before ``pos``, then in ``_WINDOW`` (whose start it returns if none)."""
+    for window in (200, _WINDOW):
+        lo = max(0, pos - window)
+        end = -1
+        for m in pattern.finditer(text, lo):  # not endpos=pos: the lookaheads see past it
+            if m.end() > pos:
+                break
+            end = m.end()
+        if end >= 0 or lo == 0:
+            return max(end, lo)
+    return max(0, pos - _WINDOW)
+
+
+@lru_cache(maxsize=32)
+def _answer_sentence(value: re.Pattern[str]) -> re.Pattern[str]:
+    """A sentence that is nothing but an answer: an optional alternative word and commitment
+    phrase, values joined by alternative words, punctuation."""
+    v = value.pattern
+    return re.compile(
+        r"[\s>*-]*+(?:(?:hmm|well|or|so)\b" + _GAP + r")?+(?:" + ALT_WORD + r"\b" + _GAP
+        + r")?+(?:" + COMMIT + r")?+" + _FILLER + r"(?:" + v + r")(?>" + _GAP + r"[;]?+"
+        + _GAP + r"(?:" + ALT_WORD + r"\b)?+" + _FILLER + r"(?:" + v + r"))*+"
+        + _GAP + r"(?:(?:though|instead|I\s++think|I\s++guess)\b)?+[\s.!?*)]*+",
+        re.IGNORECASE | re.DOTALL,
+    )
+
+
+def closing_start(text: str, start: int, value: re.Pattern[str]) -> int:
+    """Where the closing part starts, for a final answer (its commitment phrase, or the value
+    itself when bare) starting at ``start``: see the module docstring."""
+    answer_sentence = _answer_sentence(value)
+    anchor = _last_end(_CLAUSE_END, text, start)
+    for _ in range(_MAX_SENTENCES):
+        if anchor > 0 and _OPENS_WITH_ALT.match(text, anchor):  # 2: an alternative to before
+            prev = text[:anchor].rstrip(" \t,;:")
+            anchor = _last_end(_CLAUSE_END, prev, max(0, len(prev) - 1))
+            continue
+        if anchor > 0:  # "Actually, the answer is 6": the clause before is the alternative word
+            before = _last_end(_CLAUSE_END, text, max(0, anchor - 1))
+            if before < anchor and _ALT_CLAUSE.fullmatch(text, before, anchor):
+                anchor = before
+                continue
+        sentence = _last_end(_SENTENCE_END, text, anchor)
+        if _ONLY_LEAD.fullmatch(text, sentence, anchor) is None or sentence == 0:
+            break
+        prev_end = text[:sentence].rstrip()
+        if not prev_end:
+            break
+        prev_start = _last_end(_SENTENCE_END, prev_end, max(0, len(prev_end) - 1))
+        if sentence - prev_start > _MAX_ANSWER_SENTENCE or not answer_sentence.fullmatch(
+                text, prev_start, sentence):  # 3: an answer sentence
+            break
+        anchor = prev_start
+    return anchor
+
+
+def _inner(m: re.Match[str]) -> str:
+    groups = [g for g in m.groups() if g is not None]
+    return (groups[0] if groups else m.group(0)).strip()
+
+
+@lru_cache(maxsize=32)
+def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """For a value pattern: a value led by an alternative word or commitment phrase; what
+    follows a disjunctive ``or`` before a value; ``and`` joining the answer to a value."""
+    v = value.pattern
+    flags = re.IGNORECASE | re.DOTALL
+    led = re.compile(r"(?:\b" + ALT_WORD + r"\b|" + COMMIT + r")" + _FILLER + r"(?=" + v + ")",
+                     flags)
+    after_or = re.compile(_FILLER + r"(?=" + v + ")", flags)
+    joined = re.compile(r"\s*+(?:\$|\\\)|\*\*)?+\s*+[,;]?+\s*+and\s++(?=" + v + ")", flags)
+    return led, after_or, joined
+
+
+def candidates(
+    text: str, start: int, answer: tuple[int, int], value: re.Pattern[str]
+) -> Iterator[Candidate]:
+    """Candidate answers in ``text[start:]`` other than the final answer at ``answer``
+    (start, end): values after a commitment phrase or an alternative word, a value before a
+    disjunctive ``or``, a value joined to the answer by ``and``. ``value`` matches one value
+    (its first non-empty group, when it has groups, is the value as written)."""
+    led, after_or, joined_to = _scanners(value)
+    a0, a1 = answer
+
+    def outside(s: int, e: int) -> bool:
+        return e <= a0 or s >= a1
+
+    seen: set[tuple[int, int]] = set()
+
+    def emit(m: re.Match[str] | None) -> Iterator[Candidate]:
+        if m is not None and outside(m.start(), m.end()) and (m.start(), m.end()) not in seen:
+            seen.add((m.start(), m.end()))
+            yield Candidate(m.start(), m.end(), _inner(m))
+
+    for lead in led.finditer(text, start):
+        yield from emit(value.match(text, lead.end()))
+    for m in value.finditer(text, start):  # "7 or 8": the 7
+        d = _DISJUNCTIVE.match(text, m.end())
+        if d is not None and after_or.match(text, d.end()):
+            yield from emit(m)
+    joined = joined_to.match(text, a1)
+    if joined is not None:
+        yield from emit(value.match(text, joined.end()))
+
+
+def distinct_candidates(
+    text: str,
+    commit_start: int,
+    answer: tuple[int, int],
+    value: re.Pattern[str],
+    same: Callable[[str], bool],
+    extra: list[str] | None = None,
+) -> list[str]:
+    """The candidates (and ``extra`` values, e.g. every box) that are not the final answer
+    by ``same``; empty when the response commits to one answer."""
+    start = closing_start(text, commit_start, value)
+    found: list[str] = []
+    for c in [*(extra or []), *(c.value for c in candidates(text, start, answer, value))]:
+        if c and c not in found and not same(c):
+            found.append(c)
+    return found
+
+
+def hedge_reason(answer: str, others: list[str], clip: Callable[[str, int], str]) -> str:
+    shown = "; ".join(clip(x, 30) for x in [*others[:3], answer])
+    return (f"hedged: {len(others) + 1} distinct final answers offered ({shown}); "
+            "a response must commit to one")

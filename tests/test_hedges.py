@@ -1,0 +1,138 @@
+"""One committed answer (issue 15): the generated hedge corpus, and the rule's visibility.
+
+``tests/golden/hedge_corpus.py`` writes hedged responses and near-miss non-hedges around the
+real answers of ``../shared/data/corpus.jsonl``. The corpus runs in-process (thousands of
+items: scorer calls, not HTTP); one hedge of each scorer also goes through the real service,
+where the override is counted in ``reward_rule_overrides_total`` and in ``/get_reward``'s
+``extra_logs``. Figures per fold are in ``docs/CORRECTNESS.md`` (``python -m bench.correctness``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import httpx
+import pytest
+
+from reward_service.scorers import RULE_KEYS, rule_of
+from reward_service.scorers.impl import build_scorers
+from reward_service.scorers.patches import install_patches
+from tests.golden.hedge_corpus import generate
+
+pytestmark = pytest.mark.needs_data
+
+install_patches()
+S = build_scorers()
+
+
+def _run(rows: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """(kind, fold) → rows the scorer got wrong: a hedge paid, or a near miss lost (refused by
+    the scorer where, for ``math``, the library as released pays it: a near miss the library
+    itself misreads is its extraction's doing, listed under ("library", fold))."""
+    wrong: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        v = S[r["scorer"]](r["response"], r["gold"], {})
+        refused = v.status != "correct"
+        if refused == (r["kind"] == "hedge"):
+            continue
+        key = (r["kind"], r["fold"])
+        if r["kind"] == "near_miss" and r["scorer"] == "math" \
+                and S["math_verify"](r["response"], r["gold"], {}).status != "correct":
+            key = ("library", r["fold"])
+        wrong.setdefault(key, []).append({**r, "got": v.status, "why": v.reason})
+    return wrong
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[dict]:
+    rows = list(generate())
+    sizes = Counter(r["kind"] for r in rows)
+    assert sizes["hedge"] >= 1000 and sizes["near_miss"] >= 1000, sizes
+    return rows
+
+
+@pytest.mark.parametrize("fold", ["dev", "held_out"])
+def test_hedges_refused_and_near_misses_kept(corpus: list[dict], fold: str) -> None:
+    rows = [r for r in corpus if r["fold"] == fold]
+    hedges = sum(r["kind"] == "hedge" for r in rows)
+    wrong = _run(rows)
+    paid = wrong.get(("hedge", fold), [])
+    lost = wrong.get(("near_miss", fold), [])
+    assert len(paid) <= 0.01 * hedges, [(x["template"], x["response"][:80]) for x in paid[:10]]
+    assert lost == [], [(x["template"], x["response"][:80], x["why"]) for x in lost[:10]]
+    # near misses the library itself misreads (math/or-more-after with a LaTeX answer: it
+    # takes the 5 of "5 or more"): none of them refused by a rule of ours
+    library = wrong.get(("library", fold), [])
+    assert all(rule_of(x["why"]) is None for x in library), library[:3]
+
+
+def test_hedges_are_paid_without_the_rule(corpus: list[dict]) -> None:
+    """Control: the library as released pays for most math hedges (the rule is what refuses
+    them), and each held-out fold holds hedges of every scorer."""
+    math_hedges = [r for r in corpus if r["kind"] == "hedge" and r["scorer"] == "math"]
+    paid = sum(S["math_verify"](r["response"], r["gold"], {}).status == "correct"
+               for r in math_hedges)
+    assert paid >= 0.5 * len(math_hedges), (paid, len(math_hedges))
+    held = {r["scorer"] for r in corpus if r["fold"] == "held_out" and r["kind"] == "hedge"}
+    assert held == {"math", "gsm8k", "choice"}
+
+
+def test_hedges_through_the_service_are_counted(client: httpx.Client) -> None:
+    """A hedge of each scorer is refused by the real service with a ``hedged`` reason, shows
+    in ``reward_rule_overrides_total{scorer,rule}`` and in OpenRLHF's ``extra_logs``."""
+    def overrides() -> dict[str, float]:
+        text = client.get("/metrics").text
+        pattern = r'reward_rule_overrides_total\{rule="hedged",scorer="(\w+)"\} ([0-9.e+]+)'
+        return {m.group(1): float(m.group(2)) for m in re.finditer(pattern, text)}
+
+    before = overrides()
+    items = [
+        {"response": "The final answer is 5. Or maybe 6.", "ground_truth": "5", "scorer": "math"},
+        {"response": "She has 28.\n#### 20\n#### 24\n#### 28", "ground_truth": "28",
+         "scorer": "gsm8k"},
+        {"response": "The answer is (B). Or maybe (C).", "ground_truth": "B", "scorer": "choice"},
+        {"response": "The final answer is 5.", "ground_truth": "5", "scorer": "math"},  # control
+    ]
+    r = client.post("/v1/score", json={"items": items, "timeout_s": 30})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert [x["status"] for x in results] == ["incorrect", "incorrect", "incorrect", "correct"]
+    assert [rule_of(x["reason"]) for x in results] == ["hedged", "hedged", "hedged", None]
+    after = overrides()
+    for scorer in ("math", "gsm8k", "choice"):
+        assert after.get(scorer, 0) >= before.get(scorer, 0) + 1, (scorer, before, after)
+
+    prompt = "<|im_start|>user\nHow many?<|im_end|>\n<|im_start|>assistant\n"
+    body = {"query": [prompt + "The final answer is 5. Or maybe 6.<|im_end|>",
+                      prompt + "The final answer is 5.<|im_end|>"],
+            "prompts": [prompt, prompt], "labels": ["5", "5"]}
+    r = client.post("/get_reward", json=body)
+    assert r.status_code == 200, r.text
+    logs = r.json()["extra_logs"]
+    assert set(RULE_KEYS) <= set(logs)
+    assert logs["rule/hedged"] == [1.0, 0.0] and r.json()["rewards"] == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("scorer", ["math", "gsm8k", "choice"])
+def test_hedge_rule_is_linear_on_adversarial_text(scorer: str) -> None:
+    """Runs of spaces and alternative words that made the closing-part regexes backtrack
+    (minutes per item before they were made possessive): each well under the bound, in CPU
+    time so a busy machine does not fail it. The bound is the point, with a wide margin."""
+    import time
+
+    n = 20000
+    gold = "B" if scorer == "choice" else "5"
+    answer = "The answer is (B)." if scorer == "choice" else "The answer is 5."
+    shapes = [
+        "Maybe" + " " * n + "x. " + answer,
+        "Or " + "5 or " * n + "x. " + answer,
+        answer + " " + "or maybe " * n,
+        answer + " Maybe" + " ," * n + "y",
+        answer + " " + "it is " * n + "y",
+        answer + " " + "x = " * n,
+    ]
+    for response in shapes:
+        t = time.process_time()
+        S[scorer](response, gold, {})
+        assert time.process_time() - t < 10.0, (scorer, response[:30])
