@@ -24,6 +24,9 @@ import httpx
 __all__ = [
     "deep_json",
     "echo_amplification",
+    "end_token_flood",
+    "fairness",
+    "hostile_items",
     "idle_connections",
     "metrics_label_flood",
     "slow_bodies",
@@ -34,6 +37,11 @@ __all__ = [
 #: worker is killed at the deadline.
 HOSTILE = {"response": "\\boxed{\\frac{10^{1300000}}{7^{1300000}}}", "ground_truth": "1",
            "scorer": "math_verify"}
+
+
+def hostile_items(n: int) -> list[dict[str, str]]:
+    """``n`` distinct hostile items (identical ones would be scored once: dedup)."""
+    return [{**HOSTILE, "ground_truth": str(i + 1)} for i in range(n)]
 
 
 def _addr(url: str) -> tuple[str, int]:
@@ -209,6 +217,51 @@ def slow_bodies(url: str, pid: int, *, n: int, mb: int, hold_s: float) -> Bodies
     return BodiesResult(statuses, round(rss0, 1), round(peak[0], 1))
 
 
+def end_token_flood(url: str, tokens: int = 480_000) -> tuple[int, float]:
+    """Item 2: ``"\\boxed{5}" + "</s>" * tokens`` on ``/get_reward`` (it froze the loop 15.6 s
+    when stripping copied the string per token); returns (its status, the slowest
+    ``/healthz`` answer while it was being handled)."""
+    body = json.dumps({"query": ["Q: \\boxed{5}" + "</s>" * tokens], "prompts": ["Q: "],
+                       "labels": ["5"]})
+    out: dict[str, int] = {}
+
+    def post() -> None:
+        out["code"] = httpx.post(url + "/get_reward", content=body, timeout=120,
+                                 headers={"content-type": "application/json"}).status_code
+
+    t = threading.Thread(target=post)
+    t.start()
+    slowest = 0.0
+    with httpx.Client(base_url=url, timeout=60) as c:
+        while t.is_alive():
+            t0 = time.monotonic()
+            c.get("/healthz")
+            slowest = max(slowest, time.monotonic() - t0)
+    t.join()
+    return out["code"], round(slowest, 3)
+
+
+def fairness(url: str, hostile: int = 24, *, deadline_s: float = 1.0) -> tuple[float, str]:
+    """Item 8: one client posts ``hostile`` items that each run to their deadline; once they
+    are on the workers, another client posts one easy item. Returns its latency and status."""
+    big = threading.Thread(target=lambda: httpx.post(
+        url + "/v1/score", json={"items": hostile_items(hostile), "timeout_s": deadline_s},
+        timeout=600))
+    big.start()
+    with httpx.Client(base_url=url, timeout=600) as c:
+        # the big request is on the workers once items are outstanding
+        t_end = time.monotonic() + 60
+        while c.get("/v1/info").json()["workers"]["outstanding_items"] < hostile:
+            assert time.monotonic() < t_end, "the hostile batch never reached the pool"
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        r = c.post("/v1/score", json={"items": [{"response": "#### 5", "ground_truth": "5",
+                                                 "scorer": "gsm8k"}]})
+        latency = time.monotonic() - t0
+    big.join()
+    return round(latency, 2), r.json()["results"][0]["status"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -216,6 +269,8 @@ def main() -> None:
     p.add_argument("--pid", type=int, help="the server's pid (for fds and memory)")
     args = p.parse_args()
     print("deep JSON:", deep_json(args.url), deep_json(args.url, "/get_reward"))
+    print("end-token flood (status, slowest /healthz s):", end_token_flood(args.url))
+    print("fairness (one-item latency s, status):", fairness(args.url))
     print("404 label flood (bytes before, after, 404s):", metrics_label_flood(args.url, 2000))
     print("echo of a 2 MB scorer name (status, bytes):", echo_amplification(args.url, 2 << 20))
     print("stalled body:", stalled_body(args.url, wait_s=40))

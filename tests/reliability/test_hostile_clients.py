@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
-from tests.helpers import ROOT, free_port, service
+from tests.helpers import ROOT, alive, children_of, free_port, service, wait_until
 from tests.reliability import attack
 
 pytestmark = pytest.mark.timeout(600)
@@ -131,3 +133,46 @@ def test_bodies_in_flight_are_bounded_in_memory() -> None:
         ctl = attack.slow_bodies(svc.url, svc.proc.pid, n=6, mb=40, hold_s=3)
     assert ctl.statuses.count("held") == 6, ctl
     assert ctl.rss_peak_mb - ctl.rss_before_mb > 200, ctl
+
+
+def test_an_end_token_flood_does_not_freeze_the_loop() -> None:
+    """Item 2: 1.9 MB of ``</s>`` after the answer froze every client for 15.6 s."""
+    with service(REWARD_WORKERS=1, REWARD_SPARES=0) as svc:
+        code, slowest = attack.end_token_flood(svc.url)
+    assert code == 200
+    assert slowest < 2.0, slowest  # was 15.6 s; the request itself takes well under that
+
+
+def test_a_small_request_is_not_stuck_behind_a_hostile_batch() -> None:
+    """Item 8: behind 24 items that each run to their 1 s deadline (12 s of the 2 workers),
+    another client's one-item request is answered in about one deadline. Control: the same
+    item queued behind them in one request waits for the batch (requests are the unit of
+    fairness, items within one are in order)."""
+    with service(REWARD_CACHE_ITEMS=0) as svc:
+        latency, status = attack.fairness(svc.url)
+        assert status == "correct"
+        assert latency < 6.0, latency
+        t0 = time.monotonic()
+        r = httpx.post(svc.url + "/v1/score", timeout=600, json={"timeout_s": 1.0, "items": [
+            *attack.hostile_items(24), {"response": "#### 5", "ground_truth": "5",
+                                      "scorer": "gsm8k"}]})
+        assert r.json()["results"][-1]["status"] == "correct"
+        assert time.monotonic() - t0 > 10.0  # the control: 24 deadlines on 2 workers
+
+
+def test_a_stopped_zygote_does_not_hang_a_live_server() -> None:
+    """Item 7: SIGSTOP the zygote, SIGKILL every worker: the next request is answered (by
+    a new zygote's workers, or an error naming why) instead of waiting forever."""
+    with service(REWARD_WORKER_START_TIMEOUT_S=20) as svc:
+        assert svc.proc is not None
+        (zygote,) = children_of(svc.proc.pid)
+        os.kill(zygote, signal.SIGSTOP)
+        for pid in children_of(zygote):
+            os.kill(pid, signal.SIGKILL)
+        r = httpx.post(svc.url + "/v1/score", timeout=300, json={"items": [
+            {"response": "#### 5", "ground_truth": "5", "scorer": "gsm8k"}]})
+        assert r.status_code == 200
+        res = r.json()["results"][0]
+        assert res["status"] == "correct" or "no worker" in (res["reason"] or ""), res
+        assert not alive(zygote)  # killed and replaced
+        assert wait_until(lambda: httpx.get(svc.url + "/readyz").status_code == 200, 120)
