@@ -1,0 +1,60 @@
+"""The client's settings: network timeouts, the retry policy, and the limits of a request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeout:
+    """Per-request network timeouts in seconds (httpx's four phases)."""
+
+    connect: float = 5.0  # TCP connect
+    read: float = 120.0  # wait for the reply of one chunk (scoring included)
+    write: float = 30.0  # send the body
+    pool: float = 10.0  # wait for a free connection from the pool
+
+    def to_httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write,
+                             pool=self.pool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """When and how long to retry a chunk (connect errors, 502, 503 only)."""
+
+    max_attempts: int = 10  # attempts per chunk over all URLs, the first included
+    backoff_initial_s: float = 0.25  # first sleep after a failed round of URLs
+    backoff_multiplier: float = 2.0  # growth per round
+    backoff_max_s: float = 10.0  # cap on one sleep (before jitter)
+    jitter: float = 0.5  # sleep is multiplied by uniform(1 - jitter, 1 + jitter)
+    max_retry_after_s: float = 30.0  # cap on an honoured Retry-After
+    deadline_s: float = 120.0  # give up on a chunk after this many seconds in total
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardClientSettings:
+    """Everything the client needs; built once at the entry point."""
+
+    urls: tuple[str, ...]  # base URLs, e.g. ("http://10.0.0.5:8000",); tried in order
+    timeout: Timeout = field(default_factory=Timeout)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    api_token: str | None = None  # sent as "Authorization: Bearer ..." when set
+    chunk_size: int = 512  # items per request
+    max_concurrency: int = 4  # chunks in flight at once per call
+    max_request_bytes: int = 32 * 1024 * 1024  # body bytes per request (service default: 64 MiB)
+    item_timeout_s: float | None = None  # per-item scoring deadline sent as "timeout_s"
+    ready_poll_s: float = 0.25  # poll interval of wait_ready
+    coalesce_window_s: float = 0.005  # async: gather concurrent calls this long; 0 disables
+
+    def __post_init__(self) -> None:
+        if not self.urls:
+            raise ValueError("at least one URL is needed")
+        if self.chunk_size < 1 or self.max_concurrency < 1:
+            raise ValueError("chunk_size and max_concurrency must be >= 1")
+        if self.max_request_bytes < 1024:
+            raise ValueError("max_request_bytes must be >= 1024")
+        if self.coalesce_window_s < 0:
+            raise ValueError("coalesce_window_s must be >= 0")
