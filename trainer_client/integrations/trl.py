@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from trainer_client.errors import RewardServiceUnavailable
@@ -97,8 +98,42 @@ def make_reward_func(
         raise ValueError("on_unavailable must be 'raise' or 'none'")
     cfg = settings or make_settings(url, api_token=api_token, timeout_s=timeout_s,
                                     retry_deadline_s=retry_deadline_s)
+    cols = _Columns(name=name, answer_key=answer_key, data_source_key=data_source_key,
+                    scorer=scorer, on_unavailable=on_unavailable)
+    return _async_reward_func(cols, cfg) if asynchronous else _sync_reward_func(cols, cfg)
 
-    def build(prompts: Any, completions: Any, kwargs: dict[str, Any]) -> list[ScoreItem | None]:
+
+@dataclass(frozen=True, kw_only=True)
+class _Columns:
+    """How one reward function reads TRL's call: which columns hold what, under which name."""
+
+    name: str
+    answer_key: str
+    data_source_key: str | None
+    scorer: str | None
+    on_unavailable: Literal["raise", "none"]
+
+    def items(self, prompts: Any, completions: Any,
+              kwargs: dict[str, Any]) -> list[ScoreItem | None]:
+        """One item per completion; ``None`` for a row whose answer is ``None``."""
+        answers, sources = self._check(prompts, completions, kwargs)
+        items: list[ScoreItem | None] = []
+        for i, (completion, answer) in enumerate(zip(completions, answers, strict=True)):
+            if answer is None:
+                items.append(None)  # this row has no answer: TRL's "not applicable"
+                continue
+            items.append(ScoreItem(
+                response=completion_text(completion),
+                ground_truth=ground_truth_text(answer, f"{self.answer_key}[{i}]"),
+                data_source=None if sources is None or sources[i] is None else str(sources[i]),
+                scorer=self.scorer,
+            ))
+        return items
+
+    def _check(self, prompts: Any, completions: Any,
+               kwargs: dict[str, Any]) -> tuple[Sequence[Any], Sequence[Any] | None]:
+        """The answer and data-source columns, or a clear error for a call that does not fit."""
+        name, answer_key, data_source_key = self.name, self.answer_key, self.data_source_key
         if completions is None:
             raise TypeError(f"{name}: TRL passes completions=...; none were given")
         n = len(completions)
@@ -118,21 +153,19 @@ def make_reward_func(
                              f"but there are {n} completions")
         if n and all(a is None for a in answers):
             raise ValueError(f"{name}: every value of column {answer_key!r} is None")
-        items: list[ScoreItem | None] = []
-        for i, (completion, answer) in enumerate(zip(completions, answers, strict=True)):
-            if answer is None:
-                items.append(None)  # this row has no answer: TRL's "not applicable"
-                continue
-            items.append(ScoreItem(
-                response=completion_text(completion),
-                ground_truth=ground_truth_text(answer, f"{answer_key}[{i}]"),
-                data_source=None if sources is None or sources[i] is None else str(sources[i]),
-                scorer=scorer,
-            ))
-        return items
+        return answers, sources
 
-    def finish(items: list[ScoreItem | None], results: list[ScoreResult] | None,
-               kwargs: dict[str, Any]) -> list[float | None]:
+    def unavailable(self, exc: RewardServiceUnavailable) -> None:
+        """Raise ``exc``, or (``on_unavailable="none"``) log it: the batch gets ``None``."""
+        if self.on_unavailable == "raise":
+            raise exc
+        logger.error("%s: reward service unavailable, returning None for the batch: %s",
+                     self.name, exc)
+
+    def rewards(self, items: list[ScoreItem | None], results: list[ScoreResult] | None,
+                kwargs: dict[str, Any]) -> list[float | None]:
+        """TRL's rewards (``results`` is None when the service was unavailable), logged
+        through TRL's ``log_extra`` / ``log_metric`` when it passes them."""
         scored = iter(results or [])
         statuses: list[str] = []
         rewards: list[float | None] = []
@@ -149,48 +182,45 @@ def make_reward_func(
                 rewards.append(reward_or_none(r))
         unscored = sum(r is None for r in rewards)
         if unscored:
-            logger.warning("%s: %d of %d completions could not be scored (None)", name,
+            logger.warning("%s: %d of %d completions could not be scored (None)", self.name,
                            unscored, len(rewards))
         log_extra, log_metric = kwargs.get("log_extra"), kwargs.get("log_metric")
         if callable(log_extra):
-            log_extra(f"{name}_status", statuses)
+            log_extra(f"{self.name}_status", statuses)
         if callable(log_metric) and rewards:
-            log_metric(f"{name}/unscored", unscored / len(rewards))
+            log_metric(f"{self.name}/unscored", unscored / len(rewards))
         return rewards
 
-    def unavailable(exc: RewardServiceUnavailable) -> None:
-        if on_unavailable == "raise":
-            raise exc
-        logger.error("%s: reward service unavailable, returning None for the batch: %s",
-                     name, exc)
 
-    if asynchronous:
-        async def areward(prompts: Any = None, completions: Any = None,
-                          completion_ids: Any = None, **kwargs: Any) -> list[float | None]:
-            items = build(prompts, completions, kwargs)
-            todo = [it for it in items if it is not None]
-            results: list[ScoreResult] | None
-            try:
-                results = await async_client(cfg).score(todo) if todo else []
-            except RewardServiceUnavailable as exc:
-                unavailable(exc)
-                results = None
-            return finish(items, results, kwargs)
+def _async_reward_func(cols: _Columns, cfg: RewardClientSettings) -> AsyncRewardFunc:
+    async def areward(prompts: Any = None, completions: Any = None,
+                      completion_ids: Any = None, **kwargs: Any) -> list[float | None]:
+        items = cols.items(prompts, completions, kwargs)
+        todo = [it for it in items if it is not None]
+        results: list[ScoreResult] | None
+        try:
+            results = await async_client(cfg).score(todo) if todo else []
+        except RewardServiceUnavailable as exc:
+            cols.unavailable(exc)
+            results = None
+        return cols.rewards(items, results, kwargs)
 
-        areward.__name__ = areward.__qualname__ = name
-        return areward
+    areward.__name__ = areward.__qualname__ = cols.name
+    return areward
 
+
+def _sync_reward_func(cols: _Columns, cfg: RewardClientSettings) -> RewardFunc:
     def reward(prompts: Any = None, completions: Any = None, completion_ids: Any = None,
                **kwargs: Any) -> list[float | None]:
-        items = build(prompts, completions, kwargs)
+        items = cols.items(prompts, completions, kwargs)
         todo = [it for it in items if it is not None]
         results: list[ScoreResult] | None
         try:
             results = sync_client(cfg).score(todo) if todo else []
         except RewardServiceUnavailable as exc:
-            unavailable(exc)
+            cols.unavailable(exc)
             results = None
-        return finish(items, results, kwargs)
+        return cols.rewards(items, results, kwargs)
 
-    reward.__name__ = reward.__qualname__ = name
+    reward.__name__ = reward.__qualname__ = cols.name
     return reward
