@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 from reward_service import compat
+from reward_service.scorers import rules
 from tests.helpers import ROOT
-from trainer_client.integrations import _tokens
+from trainer_client.integrations import _rules, _tokens
 
 BLOCKED = ("reward_service", "fastapi", "starlette", "pydantic", "uvicorn", "math_verify",
            "sympy", "torch", "transformers", "ray")
@@ -57,3 +58,11 @@ def test_the_clients_end_tokens_agree_with_the_services() -> None:
     for _ in range(2000):
         text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 8)))
         assert _tokens.strip_trailing_tokens(text) == compat.strip_trailing_tokens(text)
+
+
+def test_the_clients_rule_labels_agree_with_the_services() -> None:
+    assert (_rules.RULES, _rules.RULE_KEYS) == (rules.RULES, rules.RULE_KEYS)
+    reasons = [None, "", "no answer found", "hedged", "hedged: 2 distinct (5; 6)",
+               "units: m vs cm", "nothing: x", *(f"{r}: detail" for r in rules.RULES)]
+    for reason in reasons:
+        assert _rules.rule_flags(reason) == rules.rule_flags(reason), reason

@@ -46,8 +46,8 @@ into ``reward_extra_info`` lists that must line up with the batch:
 ``scored`` (0.0 when the service could not judge: timeout, error, bad ground truth; verl has
 no "no reward", so those score 0.0 and are counted here and in a warning), and one
 ``rule/<rule>`` per scoring rule (``rule/hedged``, ``rule/exact``, ...: 1.0 where that rule
-decided the item, read from its ``reason`` by ``reward_service.scorers.rule_of``), so the
-batch mean of ``rule/hedged`` shows when a policy starts hedging.
+decided the item, read from its ``reason`` by ``_rules.rule_flags``, the client's copy of the
+service's ``rule_of``), so the batch mean of ``rule/hedged`` shows when a policy starts hedging.
 
 Errors: a missing ground truth or lists of different lengths raise ``ValueError`` naming the
 item; an unreachable service raises ``RewardServiceUnavailable`` after the client's retries.
@@ -60,7 +60,6 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from reward_service.scorers.rules import rule_flags
 from trainer_client.integrations._common import (
     async_client,
     ground_truth_text,
@@ -68,6 +67,7 @@ from trainer_client.integrations._common import (
     scorer_options,
     sync_client,
 )
+from trainer_client.integrations._rules import rule_flags
 from trainer_client.reward_client import AVAILABLE_STATUSES, ScoreItem, ScoreResult
 
 __all__ = ["compute_score", "compute_score_async", "compute_score_batch",
