@@ -1,0 +1,119 @@
+"""Reading a response for the ``math`` profile: where its final answer is, and its boxes.
+
+:func:`extract` is the library's ``parse()`` that also says where the answer was found (the
+match rules 1, 5 and 7 read); :func:`parse_boxed` parses a boxed answer (cached: a GRPO group
+repeats them); :func:`boxed_answers` lists every ``\\boxed{}`` with its span. Pure: no state
+beyond the parse cache.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from itertools import groupby
+from typing import Any
+
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+from math_verify.parser import extract_match, get_extraction_regexes
+
+from reward_service.scorers import regex_prefilter
+
+__all__ = ["BOX", "SPACES", "boxed_answers", "extract", "parse_boxed"]
+
+_TARGETS = regex_prefilter.wrap(
+    get_extraction_regexes([LatexExtractionConfig(), ExprExtractionConfig()])
+)
+
+
+# --- extraction: the library's parse(), also returning where the answer was found ----------
+
+
+def extract(text: str) -> tuple[list[Any], re.Match[str] | None]:
+    """``parse(text)`` with default configs, plus the regex match that produced the answer.
+
+    A copy of ``math_verify.parser.extract_target_from_pred`` (0.9.0, ``any_match``,
+    ``first_match`` fallback) that keeps the match; ``tests/test_corpus_agreement.py`` checks
+    it against ``parse`` on corpus rows.
+
+    ``parse()`` returns [] on any error, and so do we, except for the resource errors
+    (``MemoryError``, ``RecursionError``): those propagate, so the item is ``error`` with a
+    reason (as under ``math_verify``, whose log tap sees them), never a silent ``no_answer``."""
+    try:
+        return _extract_unguarded(text)
+    except (MemoryError, RecursionError):
+        raise
+    except Exception:
+        return [], None
+
+
+def _extract_unguarded(text: str) -> tuple[list[Any], re.Match[str] | None]:
+    found: list[Any] = []
+    fallbacks: list[str] = []
+    where: re.Match[str] | None = None
+    patterns = sorted(
+        ((pattern, target, priority) for group, target in _TARGETS for pattern, priority in group),
+        key=lambda x: x[2],
+    )
+    for _, group in groupby(patterns, key=lambda x: x[2]):
+        matches = sorted(
+            ((m, m.start(), m.end(), target) for pattern, target, _ in group
+             for m in pattern.finditer(text)),
+            key=lambda x: (x[2], -x[1]),
+            reverse=True,
+        )
+        for m, _, _, target in matches:
+            value, fallback = extract_match(m, target)
+            if fallback:
+                fallbacks.append(fallback)
+            if value is not None:
+                found.append(value)
+                where = m
+                break
+        if found:
+            break
+    if fallbacks:
+        found.append(fallbacks[0])
+    return found, where
+
+
+# --- boxes, and answers as written ------------------------------------------------------------
+
+BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# what a comparison of answers as written ignores: spaces, LaTeX spacing, \left / \right
+SPACES = re.compile(r"\s+|\\[,;:!]|\\left|\\right")
+
+
+def boxed_answers(text: str) -> list[tuple[int, int, str]]:
+    """Every ``\\boxed{...}`` / ``\\fbox{...}`` in ``text``: (start, end, content), braces
+    balanced; nested boxes count once (the outer one)."""
+    out: list[tuple[int, int, str]] = []
+    pos = 0
+    while True:
+        m = BOX.search(text, pos)
+        if m is None:
+            return out
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+            i += 1
+        if depth:  # unclosed: the rest of the text
+            return out
+        out.append((m.start(), i, text[m.end() : i - 1]))
+        pos = i
+
+
+def parse_boxed(contents: tuple[str, ...]) -> list[Any]:
+    """``parse`` of a boxed answer; short ones cached (a GRPO group repeats them)."""
+    if sum(map(len, contents)) > 500:
+        return _parse_boxed_uncached(contents)
+    return _parse_boxed_cached(contents)
+
+
+def _parse_boxed_uncached(contents: tuple[str, ...]) -> list[Any]:
+    return parse("\\boxed{" + ", ".join(contents) + "}", parsing_timeout=None)  # type: ignore[arg-type]
+
+
+_parse_boxed_cached = lru_cache(maxsize=256)(_parse_boxed_uncached)
