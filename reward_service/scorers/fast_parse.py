@@ -35,6 +35,8 @@ from antlr4.error.ErrorStrategy import BailErrorStrategy
 from latex2sympy2_extended.antlr_parser import PSLexer, PSParser
 from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
 
+from reward_service.scorers import fast_regex
+
 __all__ = ["STATS", "TwoStage", "install", "sll_tree", "stock_create_parser"]
 
 #: how often each stage produced the tree (per process; for profiles and tests)
@@ -95,7 +97,10 @@ stock_create_parser: Callable[[Any, str], Any] = _Latex2Sympy.create_parser
 
 
 def install() -> None:
-    """Route ``_Latex2Sympy.create_parser`` through :class:`TwoStage`; once per process."""
+    """The parsing shortcuts of this module and of :mod:`.fast_regex` (math-verify's
+    extraction regexes behind a zero-width start guard); once per process. Routes
+    ``_Latex2Sympy.create_parser`` through :class:`TwoStage`."""
+    fast_regex.install()
     current = _Latex2Sympy.create_parser
     if getattr(current, "two_stage", False):
         return
