@@ -42,6 +42,7 @@ def assert_stock() -> None:
     assert mv_parser.Number is Number, "math-verify is patched"
     assert not getattr(mv_parser.get_extraction_regexes, "prefiltered", False), "regexes wrapped"
     assert not getattr(mv_parser.lazy_latex_regex, "guarded", False), "regexes guarded"
+    assert not getattr(mv_parser.normalize_latex, "memoised", False), "normalize_latex memoised"
     from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
 
     assert not getattr(_Latex2Sympy.create_parser, "two_stage", False), "two-stage parser"

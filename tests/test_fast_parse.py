@@ -138,3 +138,21 @@ def test_syntax_errors_still_raise() -> None:
         with pytest.raises(Exception):  # noqa: B017 - the library's Exception
             latex2sympy(latex, normalization_config=None)
         assert _stock(latex) is None
+
+
+def test_normalize_memo_returns_the_librarys_text() -> None:
+    import math_verify.parser as mv_parser
+    from latex2sympy2_extended.math_normalization import NormalizationConfig
+    from latex2sympy2_extended.math_normalization import normalize_latex as library
+
+    fast_parse.install()
+    memo = mv_parser.normalize_latex
+    assert memo is not library and memo.memoised  # type: ignore[attr-defined]
+    config = NormalizationConfig(basic_latex=True, units=True, malformed_operators=False,
+                                 nits=True, boxed="last", equations=True)
+    texts = ["\\frac12 \\text{ cm}", "\\boxed{\\dfrac{1}{2}}", "x = 5\\%", "0.5", "2\\sqrt3"]
+    for text in texts + texts:
+        assert memo(text, config=config) == library(text, config)
+    assert memo.cache_info().hits >= len(texts)  # type: ignore[attr-defined]
+    long = "x" * (fast_parse.NORMALIZE_MAX_CHARS + 1)
+    assert memo(long, config) == library(long, config)

@@ -26,8 +26,10 @@ shared), under 0.3% of a parse, so they are not reused across calls.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
+import math_verify.parser as _mv_parser
 from antlr4 import CommonTokenStream, InputStream
 from antlr4.atn.PredictionMode import PredictionMode
 from antlr4.error.ErrorListener import ErrorListener
@@ -96,11 +98,37 @@ class TwoStage:
 stock_create_parser: Callable[[Any, str], Any] = _Latex2Sympy.create_parser
 
 
+NORMALIZE_ENTRIES = 8192
+NORMALIZE_MAX_CHARS = 2000
+
+
+def _memoise_normalize() -> None:
+    """math-verify's ``extract_latex`` memo is keyed on the regex match object, a new one per
+    call, so it never hits; the pure step under it, ``normalize_latex(text, config)`` (a
+    string and a frozen dataclass in, a string out), is memoised here instead, for texts up
+    to ``NORMALIZE_MAX_CHARS``."""
+    original = _mv_parser.normalize_latex
+    if getattr(original, "memoised", False):
+        return
+    memo = lru_cache(maxsize=NORMALIZE_ENTRIES)(original)
+
+    def normalize_latex(text: str, config: Any) -> str:
+        if len(text) <= NORMALIZE_MAX_CHARS:
+            out: str = memo(text, config)
+            return out
+        return original(text, config)  # type: ignore[no-any-return]
+
+    normalize_latex.memoised = True  # type: ignore[attr-defined]
+    normalize_latex.cache_info = memo.cache_info  # type: ignore[attr-defined]
+    _mv_parser.normalize_latex = normalize_latex
+
+
 def install() -> None:
     """The parsing shortcuts of this module and of :mod:`.fast_regex` (math-verify's
     extraction regexes behind a zero-width start guard); once per process. Routes
     ``_Latex2Sympy.create_parser`` through :class:`TwoStage`."""
     fast_regex.install()
+    _memoise_normalize()
     current = _Latex2Sympy.create_parser
     if getattr(current, "two_stage", False):
         return
