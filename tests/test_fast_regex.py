@@ -55,8 +55,10 @@ def _texts() -> list[str]:
     texts = [r["response"] for r in rows]
     texts += [x["response"] for x in long_set.build(rows, 48, seed=3)]
     texts += [r["solution"][0] for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
+    # the adversarial set's 100 KB ``\\[ x \\[ x ...`` takes minutes in the library's own
+    # plain-LaTeX pattern (each ``\\[`` scans to the end): the service's deadline is for that
     texts += [r["response"] for r in read_jsonl("adversarial.jsonl")
-              if isinstance(r.get("response"), str) and len(r["response"]) <= 100_031]
+              if isinstance(r.get("response"), str) and len(r["response"]) <= 20_000]
     for name in ("cases.jsonl", "math_verify_cases.jsonl"):
         with open(ROOT / "tests" / "golden" / name) as fh:
             for line in fh:
