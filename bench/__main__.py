@@ -22,6 +22,9 @@ problem's 4, 8 or 15 responses are adjacent):
   Each fresh service is first warmed, as a long-running one would be, with OlympiadBench's
   675 reference solutions against their final answers (problems not in the corpus).
 
+Then the sections registered in ``bench/sections.py`` (long responses, Ray Serve, ...);
+``--only long,ray`` runs just those sections (quick partial runs).
+
 Prints a table, writes ``bench/results/perf.json``, ``docs/PERFORMANCE.md`` and
 ``docs/perf_throughput.png``.
 """
@@ -38,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios as sc
+from bench.sections import Context, registered
 from tests.helpers import Service, read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,8 +56,12 @@ def _svc(workers: int) -> Service:
 
 
 def main() -> int:
+    sections = registered()
     ap = argparse.ArgumentParser(description="Benchmark the reward service (see module doc).")
     ap.add_argument("--quick", action="store_true", help="fewer rows (a smoke run, ~2 min)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated sections to run alone: "
+                         + ", ".join(x.name for x in sections))
     args = ap.parse_args()
     corpus = read_jsonl("corpus.jsonl")
     hostile = read_jsonl("adversarial.jsonl")
@@ -70,6 +78,17 @@ def main() -> int:
     warm_rows = [{"response": r["solution"][0] if isinstance(r["solution"], list) else
                   r["solution"], "gold": r["final_answer"][0].strip("$")}
                  for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
+    ctx = Context(rows=rows, warm_rows=warm_rows, quick=args.quick, log=log, service=_svc)
+    only = [x for x in sections if x.name in args.only.split(",")]
+    if args.only:
+        if len(only) != len(args.only.split(",")):
+            ap.error(f"unknown section in {args.only!r}")
+        RESULTS.mkdir(exist_ok=True)
+        for section in only:
+            figures = {**section.run(ctx), "started": res["started"], "quick": args.quick}
+            (RESULTS / f"{section.name}.json").write_text(json.dumps(figures, indent=2))
+            print(section.report(figures))
+        return 0
 
     def baselines() -> dict[str, float]:
         on = sc.in_process(rows, True, warm_rows)
@@ -164,11 +183,16 @@ def main() -> int:
                          "limit_shuffled_items_s": 2 * max(best["shuffled_on_items_s"],
                                                            best["shuffled_off_items_s"])}
     res["verdict_mismatches_vs_stock"] = mismatches
+    for section in sections:
+        res[section.name] = section.run(ctx)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "perf.json").write_text(json.dumps(res, indent=2))
     from bench.report import write_report
 
-    print(write_report(res, DOCS))
+    text = write_report(res, DOCS)
+    text += "".join("\n" + section.report(res[section.name]) for section in sections)
+    (DOCS / "PERFORMANCE.md").write_text(text)
+    print(text)
     return 0
 
 

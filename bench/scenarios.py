@@ -41,6 +41,11 @@ def assert_stock() -> None:
     assert mv_parser.parse_latex_cached.cache_info().maxsize == 20, "math-verify is patched"
     assert mv_parser.Number is Number, "math-verify is patched"
     assert not getattr(mv_parser.get_extraction_regexes, "prefiltered", False), "regexes wrapped"
+    assert not getattr(mv_parser.lazy_latex_regex, "guarded", False), "regexes guarded"
+    assert not getattr(mv_parser.normalize_latex, "memoised", False), "normalize_latex memoised"
+    from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy
+
+    assert not getattr(_Latex2Sympy.create_parser, "two_stage", False), "two-stage parser"
     for fn in (sympy_parser.parse_expr, mv_parser.parse_expr):  # type: ignore[attr-defined]
         assert fn.__module__ == "sympy.parsing.sympy_parser", "parse_expr is patched"
 
@@ -83,19 +88,20 @@ def verl_pattern(rows: Sequence[Row], all_at_once: bool, workers: int = 4) -> di
     return {"seconds": wall, "items_s": len(rows) / wall, "verdicts": verdicts}
 
 
-def _items(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    return [{"response": r["response"], "ground_truth": r["gold"], "scorer": "math_verify"}
+def _items(rows: Sequence[Row], scorer: str = "math_verify") -> list[dict[str, Any]]:
+    return [{"response": r["response"], "ground_truth": r["gold"], "scorer": scorer}
             for r in rows]
 
 
 def service_throughput(
     svc: Service, rows: Sequence[Row], batch: int, timeout_s: float | None = None,
-    *, chunk: int | None = None, in_flight: int = 1,
+    *, chunk: int | None = None, in_flight: int = 1, scorer: str = "math_verify",
 ) -> dict[str, Any]:
     """The service as a trainer calls it: our ``RewardClient``, one ``score`` call per
     ``batch`` rows, one call after another. By default each call is one request; with
-    ``chunk`` a call is split into requests of ``chunk`` items, ``in_flight`` at a time."""
-    items = _items(rows)
+    ``chunk`` a call is split into requests of ``chunk`` items, ``in_flight`` at a time.
+    ``scorer``: ``math_verify`` (the stock library's verdicts) or ``math`` (the default)."""
+    items = _items(rows, scorer)
     settings = RewardClientSettings(
         urls=(svc.url,), chunk_size=chunk or batch, max_concurrency=in_flight,
         timeout=Timeout(read=600), item_timeout_s=timeout_s)

@@ -1,0 +1,190 @@
+"""The Ray Serve app (deploy/ray/) with 2 replicas of 1 worker against the plain service with 2
+workers: same rows, same run, the plain service measured right before and right after.
+
+Two client patterns: the trainer's default (``RewardClient``: 4096 items per call as
+512-item requests, 4 in flight) and one 512-item request after another. Serve routes a whole
+request to one replica, so the second pattern leaves one replica (one worker) idle while the
+plain service splits each request over both workers. Where the difference goes: the CPU
+seconds each kind of process used during the pass (this process's descendants, from
+``/proc``): workers, the server(s) (the FastAPI process, or the Serve replicas), Serve's
+HTTP proxy and Ray's own daemons.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from bench import scenarios as sc
+from bench.sections import Context, Section
+from tests.helpers import ROOT, descendants_of, free_port, wait_until
+
+APP_DIR = ROOT / "deploy" / "ray"
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _HZ
+
+
+def _descendants() -> dict[int, tuple[str, float]]:
+    """pid -> (role, CPU seconds) for every descendant of this process."""
+    out = {}
+    for pid in descendants_of(os.getpid()):
+        cpu = _cpu_s(pid)
+        if cpu is not None:
+            out[pid] = (_role(pid), cpu)
+    return out
+
+
+def _role(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ")
+    except OSError:
+        return "gone"
+    if b"reward_service.zygote" in cmd or b"reward-worker" in cmd:
+        return "workers (zygote and its children)"
+    if b"ServeReplica" in cmd:
+        return "server (Serve replicas)"
+    if b"reward_service serve" in cmd or b"reward_service.cli" in cmd:
+        return "server (FastAPI process)"
+    if b"ProxyActor" in cmd:
+        return "Serve HTTP proxy"
+    if b"ServeController" in cmd:
+        return "Serve controller"
+    if b"raylet" in cmd or b"gcs_server" in cmd or b"ray" in cmd:
+        return "Ray daemons and other actors"
+    return "other"
+
+
+def _cpu_by_role(before: dict[int, tuple[str, float]],
+                 after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for pid, (role, cpu) in after.items():
+        prev = before.get(pid, (role, 0.0))[1]
+        out[role] = out.get(role, 0.0) + cpu - prev
+    return {k: round(v, 2) for k, v in sorted(out.items()) if v > 0.005}
+
+
+class _Url:
+    """What ``scenarios.service_throughput`` needs of a service."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def _passes(target: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out = {}
+    for name, kwargs in (("client_defaults", {"batch": 4096, "chunk": 512, "in_flight": 4}),
+                         ("sequential_512", {"batch": 512})):
+        t0 = _descendants()
+        r = sc.service_throughput(target, rows, timeout_s=None, **kwargs)
+        out[name] = {"items_s": r["items_s"], "seconds": r["seconds"],
+                     "cpu_s": _cpu_by_role(t0, _descendants()), "verdicts": r["verdicts"]}
+    return out
+
+
+def _plain(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    with ctx.service(2) as svc:
+        sc.service_throughput(svc, ctx.warm_rows, 512, timeout_s=30.0)
+        return _passes(svc, rows)
+
+
+def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    import ray
+    from ray import serve
+
+    sys.path.insert(0, str(APP_DIR))
+    try:
+        import reward_app
+    finally:
+        sys.path.remove(str(APP_DIR))
+    port = free_port()
+    t0 = time.monotonic()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"working_dir": str(APP_DIR)})
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
+                    "log_level": "warning"}
+        serve.run(reward_app.build_app({"settings": settings, "num_replicas": 2}),
+                  name="reward-bench", route_prefix="/", blocking=False)
+        url = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            import httpx
+
+            try:
+                return httpx.get(url + "/readyz", timeout=2.0).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        if not wait_until(ready, timeout_s=300, interval_s=0.5):
+            raise RuntimeError(f"Serve app not ready: {serve.status()}")
+        started = time.monotonic() - t0
+        target = _Url(url)
+        sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
+        out = _passes(target, rows)
+        out["start_s"] = started
+        return out
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    rows = list(ctx.rows[:1500] if ctx.quick else ctx.rows)
+    ctx.log("ray serve: plain service (2 workers) ...")
+    first = _plain(ctx, rows)
+    ctx.log("ray serve: Serve app, 2 replicas x 1 worker ...")
+    serve_out = _ray(ctx, rows)
+    ctx.log("ray serve: plain service again ...")
+    last = _plain(ctx, rows)
+    out: dict[str, Any] = {"rows": len(rows), "start_s": serve_out.pop("start_s")}
+    for name in ("client_defaults", "sequential_512"):
+        plain = (first[name]["items_s"] + last[name]["items_s"]) / 2
+        ray_pass = serve_out[name]
+        out[name] = {
+            "plain_items_s": [first[name]["items_s"], last[name]["items_s"]],
+            "ray_items_s": ray_pass["items_s"], "ratio": ray_pass["items_s"] / plain,
+            "plain_cpu_s": first[name]["cpu_s"], "ray_cpu_s": ray_pass["cpu_s"],
+            "plain_seconds": first[name]["seconds"], "ray_seconds": ray_pass["seconds"],
+            "mismatches": sum(a != b for a, b in zip(ray_pass["verdicts"],
+                                                     first[name]["verdicts"], strict=True))}
+    return out
+
+
+def report(r: dict[str, Any]) -> str:
+    lines = [f"""## Ray Serve: 2 replicas x 1 worker vs the plain service with 2 workers
+
+{r['rows']} corpus rows, one run: the plain service, then the Serve app (local Ray, 2 CPUs;
+ready {r['start_s']:.0f} s after `ray.init`), then the plain service again; ratio = Serve /
+mean of the two plain passes. CPU seconds by process kind during each pass (the plain pass is
+the first one).
+
+| client pattern | plain items/s (before, after) | Serve items/s | Serve / plain | verdict mismatches |
+|---|---:|---:|---:|---:|"""]
+    for name, label in (("client_defaults", "RewardClient defaults (512-item requests, 4 in flight)"),
+                        ("sequential_512", "one 512-item request after another")):
+        v = r[name]
+        lines.append(f"| {label} | {v['plain_items_s'][0]:.0f}, {v['plain_items_s'][1]:.0f} | "
+                     f"{v['ray_items_s']:.0f} | **{v['ratio']:.2f}** | {v['mismatches']} |")
+    lines.append("")
+    for name in ("client_defaults", "sequential_512"):
+        v = r[name]
+        fmt = lambda d: ", ".join(f"{k} {s:.1f}" for k, s in d.items())  # noqa: E731
+        lines.append(f"* {name}: plain {v['plain_seconds']:.1f} s wall, CPU s: "
+                     f"{fmt(v['plain_cpu_s'])}; Serve {v['ray_seconds']:.1f} s wall, CPU s: "
+                     f"{fmt(v['ray_cpu_s'])}.")
+    return "\n".join(lines) + "\n"
+
+
+SECTION = Section("ray", run, report)
