@@ -55,6 +55,9 @@ def _svc(workers: int) -> Service:
                    REWARD_MAX_ITEMS=16384, REWARD_LOG_LEVEL="warning")
 
 
+HAND_MARKER = "<!-- sections below are maintained by hand; make bench keeps them -->"
+
+
 def main() -> int:
     sections = registered()
     ap = argparse.ArgumentParser(description="Benchmark the reward service (see module doc).")
@@ -189,9 +192,13 @@ def main() -> int:
     (RESULTS / "perf.json").write_text(json.dumps(res, indent=2))
     from bench.report import write_report
 
+    doc = DOCS / "PERFORMANCE.md"
+    old = doc.read_text() if doc.exists() else ""
     text = write_report(res, DOCS)
     text += "".join("\n" + section.report(res[section.name]) for section in sections)
-    (DOCS / "PERFORMANCE.md").write_text(text)
+    # the hand-written analysis below the marker survives a regenerated report
+    at = old.find(HAND_MARKER)
+    doc.write_text(text + ("\n" + old[at:] if at >= 0 else ""))
     print(text)
     return 0
 
