@@ -5,6 +5,7 @@
 Sections map to the settings object of each component (``data`` → :class:`DataSettings`,
 ``optim`` → :class:`OptimSettings`, ...). Unknown keys are an error, not silently ignored.
 Every field is documented where it is defined; ``docs/trainer.md`` lists them all.
+Reading a config needs no torch (the settings live in :mod:`trainer_client.settings`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ from typing import Any, Literal
 import yaml
 
 from trainer_client.data import DataSettings
-from trainer_client.policy import GRPOSettings, OptimSettings
-from trainer_client.rollout import EngineSettings
-from trainer_client.tiny_model import TinyModelSettings
+from trainer_client.settings import EngineSettings, GRPOSettings, OptimSettings, TinyModelSettings
 
 __all__ = [
     "CheckpointSection",
@@ -45,11 +44,16 @@ class RunSection:
     backend: Literal["ray", "local"] = "ray"  # local: everything in this process (tests, debug)
     output_dir: str = "runs/default"  # metrics.jsonl, reward_curve.png, checkpoints/
     log_every: int = 1  # write a metrics line every N steps (eval/checkpoint steps always)
+    time_limit_s: float | None = None  # end (final eval + checkpoint) after the step during
+    #                                    which this much training time has passed
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSection:
-    path: str | None = None  # HF model dir or hub id; ignored when `tiny` is set
+    path: str | None = None  # HF model dir or hub id (or the dir of `gguf_file`); ignored
+    #                          when `tiny` is set
+    package: str | None = None  # installed Python package whose dir holds `gguf_file`
+    gguf_file: str | None = None  # GGUF file: de-quantized once into <output_dir>/base_model
     tiny: TinyModelSettings | None = None  # build a tiny random model locally at start
     dtype: str = "float32"  # "float32" | "bfloat16"
 
@@ -103,6 +107,7 @@ class CheckpointSection:
 class EvalSection:
     every: int = 25  # greedy eval on the held-out problems every N steps; 0 disables
     max_problems: int = 200  # cap on eval problems
+    at_start: bool = False  # also evaluate the starting model (logged as step 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,8 +177,9 @@ def load_config(path: str | Path | None, *,
     if path is not None:
         raw = yaml.safe_load(Path(path).read_text()) or {}
     cfg: TrainConfig = _build(TrainConfig, _merge(raw, overrides or {}), "config")
-    if cfg.model.tiny is None and not cfg.model.path:
-        raise ValueError("config.model: set `path` or `tiny`")
+    m = cfg.model
+    if m.tiny is None and not m.path and not (m.package and m.gguf_file):
+        raise ValueError("config.model: set `path`, `tiny`, or `package` and `gguf_file`")
     if cfg.run.prompts_per_step * cfg.rollout.n % cfg.policy.world_size:
         raise ValueError("prompts_per_step * rollout.n must divide by policy.world_size")
     return cfg

@@ -10,9 +10,7 @@ The saved directory is an ordinary Hugging Face model directory (config, safeten
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
@@ -25,25 +23,13 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
+from trainer_client.settings import TinyModelSettings
+
 __all__ = ["SPECIAL_TOKENS", "TinyModelSettings", "build_char_tokenizer", "build_tiny_model"]
 
 #: pad, beginning and end of sequence, unknown character
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 _CHARS = string.digits + string.ascii_letters + string.punctuation + " \n"
-
-
-@dataclass(frozen=True, kw_only=True)
-class TinyModelSettings:
-    """Shape of the tiny model (defaults: ~100k parameters, trains in seconds on CPU)."""
-
-    arch: Literal["qwen2", "llama"] = "qwen2"
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    intermediate_size: int = 256
-    max_position_embeddings: int = 256
-    seed: int = 0  # initial weights are a function of this seed
 
 
 def build_char_tokenizer() -> PreTrainedTokenizerFast:

@@ -1,0 +1,121 @@
+"""Settings objects of the trainer's components, torch-free.
+
+:mod:`trainer_client.config` builds these from YAML without importing torch or
+transformers; the modules that use them (``policy``, ``rollout``, ``tiny_model``) re-export
+them under their old names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "Aggregation",
+    "EngineSettings",
+    "GRPOSettings",
+    "OptimSettings",
+    "PolicySettings",
+    "SamplingSettings",
+    "TinyModelSettings",
+    "Truncated",
+]
+
+#: loss reduction: "token" (DAPO: sum over the mini-batch's tokens / their count, across
+#: micro-batches and ranks) or "sequence" (the GRPO paper: per-sequence token mean, then the
+#: mean over the mini-batch's sequences)
+Aggregation = Literal["token", "sequence"]
+
+#: what a completion cut at ``max_new_tokens`` (no EOS) does: "keep" its score as is;
+#: "mask" it (DAPO's overlong filtering: its reward is left out of its group and its tokens
+#: out of the loss); "zero" its reward (scored as wrong, trained on like any other)
+Truncated = Literal["keep", "mask", "zero"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimSettings:
+    """AdamW and gradient clipping."""
+
+    lr: float = 1e-3  # learning rate (constant after warmup)
+    warmup_steps: int = 0  # linear warmup over this many optimizer steps
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.99
+    eps: float = 1e-8  # AdamW epsilon
+    grad_clip: float = 1.0  # max global grad norm; 0 disables
+
+
+@dataclass(frozen=True, kw_only=True)
+class GRPOSettings:
+    """The GRPO objective (see :mod:`trainer_client.grpo`)."""
+
+    kl_coef: float = 0.0  # weight of k3 KL to the reference; 0: no reference model
+    clip_eps_low: float = 0.2  # ratio clipped to [1 - low, 1 + high]
+    clip_eps_high: float = 0.2  # > low: DAPO clip-higher
+    aggregation: Aggregation = "sequence"  # "sequence" (paper) or "token" (DAPO), exact
+    scale_rewards: bool = True  # divide advantages by the group std
+    ppo_epochs: int = 1  # passes over each batch; > 1 makes the clip matter
+    mini_batch_size: int = 0  # sequences per optimizer step (all ranks); 0: whole batch
+    truncated: Truncated = "mask"  # completions cut at max_new_tokens: keep | mask | zero
+    skip_no_signal: bool = False  # no update when every advantage is 0 (and kl_coef 0):
+    #   saves the forward/backward; not a no-op otherwise (AdamW moves on momentum)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicySettings:
+    """Everything a policy rank needs."""
+
+    model_path: str  # HF dir (or hub id on machines with a hub) to start from
+    ref_model_path: str | None = None  # reference for KL; None: model_path
+    dtype: str = "float32"  # parameter dtype: float32 | bfloat16
+    device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
+    fsdp: bool = True  # wrap with fully_shard (always on at world size > 1)
+    micro_batch_size: int = 64  # sequences per forward/backward on one rank
+    temperature: float = 1.0  # logits are divided by the sampling temperature
+    allowed_token_ids: tuple[int, ...] | None = None  # same restriction as the sampler
+    gradient_checkpointing: bool = False
+    optim: OptimSettings = field(default_factory=OptimSettings)
+    grpo: GRPOSettings = field(default_factory=GRPOSettings)
+    dist_timeout_s: float = 600.0  # timeout of collectives
+    num_threads: int = 0  # torch intra-op threads in this rank; 0: torch's default
+
+
+@dataclass(frozen=True, kw_only=True)
+class SamplingSettings:
+    """How completions are drawn. Every engine passes all of these explicitly: a model's
+    ``generation_config.json`` never changes what is sampled."""
+
+    n: int = 8  # completions per prompt (the GRPO group size)
+    max_new_tokens: int = 4  # completion length cap
+    temperature: float = 1.0  # the policy scores tokens with logits / temperature too
+    top_p: float = 1.0  # 1.0 samples from the full distribution (needed for on-policy GRPO)
+    allowed_token_ids: tuple[int, ...] | None = None  # restrict sampling to these ids
+    greedy: bool = False  # argmax decoding, n forced to 1 (evaluation)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    """Which engine and how it holds the model."""
+
+    kind: Literal["auto", "hf", "vllm"] = "auto"  # auto: vllm if importable, else hf
+    dtype: str = "float32"  # "float32" | "bfloat16" | "float16"
+    device: str = "cpu"  # HF engine device ("cpu", "cuda")
+    seed: int = 0  # sampling seed (each call derives its own from it)
+    gpu_memory_utilization: float = 0.3  # vLLM: share of GPU memory it may take
+    max_model_len: int = 1024  # vLLM: prompt + completion tokens
+    enforce_eager: bool = True  # vLLM: skip CUDA-graph capture (fast start)
+    num_threads: int = 0  # torch intra-op threads of the HF engine; 0: torch's default
+
+
+@dataclass(frozen=True, kw_only=True)
+class TinyModelSettings:
+    """Shape of the tiny model (defaults: ~100k parameters, trains in seconds on CPU)."""
+
+    arch: Literal["qwen2", "llama"] = "qwen2"
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int = 256
+    max_position_embeddings: int = 256
+    seed: int = 0  # initial weights are a function of this seed
