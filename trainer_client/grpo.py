@@ -19,18 +19,25 @@ Where we depart from the GRPO paper (Shao et al., 2024), and why:
   are 0 (no learning signal, no crash).
 - Two loss aggregations are offered: ``"sequence"`` (the paper: mean over each sequence's
   tokens, then over sequences) and ``"token"`` (DAPO: mean over all tokens of the batch,
-  which does not down-weight long responses).
+  which does not down-weight long responses). Both take an explicit ``denominator`` so that
+  a mini-batch split into micro-batches and ranks sums to exactly the unsplit loss
+  (:func:`aggregation_weight` of the whole mini-batch, summed over ranks).
+- Completions cut at ``max_new_tokens`` are kept, masked (DAPO's overlong filtering) or
+  given reward 0, as :func:`apply_truncation` is told.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
+
+from trainer_client.settings import Aggregation, Truncated
 
 __all__ = [
     "Aggregation",
+    "Truncated",
     "aggregate",
+    "aggregation_weight",
+    "apply_truncation",
     "entropy_from_logits",
     "group_advantages",
     "grpo_loss",
@@ -38,8 +45,6 @@ __all__ = [
     "policy_loss",
     "rewards_to_tensor",
 ]
-
-Aggregation = Literal["token", "sequence"]
 
 
 def rewards_to_tensor(rewards: list[float | None]) -> torch.Tensor:
@@ -99,22 +104,62 @@ def group_advantages(
     return (adv.reshape(-1), valid.reshape(-1)), metrics
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: Aggregation) -> torch.Tensor:
+def apply_truncation(rewards: torch.Tensor, finished: torch.Tensor,
+                     mode: Truncated) -> tuple[torch.Tensor, dict[str, float]]:
+    """Rewards ``[B]`` (``NaN``: unavailable) after the treatment of truncated completions.
+
+    ``finished`` ``[B]`` bool is False for a completion cut at ``max_new_tokens``.
+    ``"keep"``: unchanged (a cut response is paid for whatever number it last wrote).
+    ``"mask"``: ``NaN``, so it is left out of its group's statistics and out of the loss,
+    like an unavailable reward (DAPO's overlong filtering). ``"zero"``: reward 0 (an
+    unavailable one stays ``NaN``).
+    """
+    cut = ~finished.bool()
+    if mode == "keep":
+        out = rewards.clone()
+    elif mode == "mask":
+        out = torch.where(cut, torch.full_like(rewards, float("nan")), rewards)
+    elif mode == "zero":
+        # an unavailable reward stays unavailable: an outage is not a wrong answer
+        out = torch.where(cut & ~torch.isnan(rewards), torch.zeros_like(rewards), rewards)
+    else:
+        raise ValueError(f"unknown truncated treatment {mode!r}")
+    paid = cut & ~torch.isnan(rewards) & (rewards > 0)
+    return out, {"rewards/truncated_paid_fraction": float(paid.float().mean())}
+
+
+def aggregation_weight(mask: torch.Tensor, mode: Aggregation) -> torch.Tensor:
+    """What :func:`aggregate` divides by: the token count (``"token"``) or the number of
+    sequences with at least one token (``"sequence"``) of ``mask [B, T]``."""
+    if mode == "token":
+        return mask.sum()
+    if mode == "sequence":
+        return (mask.sum(dim=1) > 0).sum()
+    raise ValueError(f"unknown aggregation {mode!r}")
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: Aggregation, *,
+              denominator: float | torch.Tensor | None = None) -> torch.Tensor:
     """Reduce per-token ``values [B, T]`` under ``mask [B, T]`` to a scalar.
 
     ``"token"``: ``sum(values * mask) / sum(mask)`` over the whole batch.
     ``"sequence"``: per sequence ``sum_t(values * mask) / sum_t(mask)``, then the mean over
     sequences that have at least one token.
+    ``denominator``: divide by this instead of this batch's own :func:`aggregation_weight`
+    (that of the whole mini-batch, when this is one micro-batch of it); the parts then sum
+    to the loss of the whole.
     """
     mask = mask.to(values.dtype)
     if mode == "token":
-        return (values * mask).sum() / mask.sum().clamp(min=1.0)
-    if mode == "sequence":
+        num = (values * mask).sum()
+    elif mode == "sequence":
         lengths = mask.sum(dim=1)  # [B]
-        per_seq = (values * mask).sum(dim=1) / lengths.clamp(min=1.0)  # [B]
-        has = (lengths > 0).to(values.dtype)
-        return (per_seq * has).sum() / has.sum().clamp(min=1.0)
-    raise ValueError(f"unknown aggregation {mode!r}")
+        num = ((values * mask).sum(dim=1) / lengths.clamp(min=1.0)).sum()  # empty rows: 0
+    else:
+        raise ValueError(f"unknown aggregation {mode!r}")
+    if denominator is None:
+        denominator = aggregation_weight(mask, mode)
+    return num / torch.as_tensor(denominator, dtype=values.dtype).clamp(min=1.0)
 
 
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
@@ -136,6 +181,7 @@ def policy_loss(
     clip_eps_low: float = 0.2,
     clip_eps_high: float = 0.2,
     aggregation: Aggregation = "sequence",
+    denominator: float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO-style clipped surrogate, to be minimised.
 
@@ -146,6 +192,7 @@ def policy_loss(
         mask: ``[B, T]``, 1.0 on completion tokens that count.
         clip_eps_low, clip_eps_high: ratio clipped to ``[1 - low, 1 + high]``
             (equal values: PPO; a larger ``high``: DAPO's clip-higher).
+        aggregation, denominator: see :func:`aggregate`.
 
     Per token: ``-min(ratio * A, clip(ratio) * A)``.
     """
@@ -154,7 +201,7 @@ def policy_loss(
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped)  # [B, T]
-    loss = aggregate(per_token, mask, aggregation)
+    loss = aggregate(per_token, mask, aggregation, denominator=denominator)
     with torch.no_grad():
         m = mask.to(ratio.dtype)
         denom = m.sum().clamp(min=1.0)
@@ -178,6 +225,7 @@ def grpo_loss(
     clip_eps_low: float = 0.2,
     clip_eps_high: float = 0.2,
     aggregation: Aggregation = "sequence",
+    denominator: float | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped policy loss plus ``kl_coef * k3`` KL to the reference, same aggregation.
 
@@ -187,13 +235,15 @@ def grpo_loss(
     pg, metrics = policy_loss(
         logprobs, old_logprobs, advantages, mask,
         clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, aggregation=aggregation,
+        denominator=denominator,
     )
     if ref_logprobs is None:
         if kl_coef != 0.0:
             raise ValueError("kl_coef > 0 needs ref_logprobs")
         kl = torch.zeros((), dtype=pg.dtype)
     else:
-        kl = aggregate(kl_k3(logprobs, ref_logprobs), mask, aggregation)
+        kl = aggregate(kl_k3(logprobs, ref_logprobs), mask, aggregation,
+                       denominator=denominator)
     loss = pg + kl_coef * kl
     metrics["losses/kl"] = float(kl.detach())
     metrics["losses/total"] = float(loss.detach())

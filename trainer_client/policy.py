@@ -10,9 +10,14 @@ Collective methods (every rank must call them, in the same order): ``train_step`
 ``full_state_dict``, ``save_checkpoint``. The full state dicts are gathered onto rank 0
 (CPU) only; the other ranks return ``None``.
 
-Where we simplify: a mini-batch is split into micro-batches of ``micro_batch_size``
-sequences whose losses are averaged, so ``"token"`` aggregation is exact per micro-batch
-and averaged across them (exact when micro-batches hold equal token counts).
+Aggregation is exact across micro-batches and ranks: before a mini-batch's backward passes
+the ranks all-reduce its denominator (completion tokens for ``"token"``, sequences with at
+least one token for ``"sequence"``); each micro-batch then backpropagates its *sum* divided
+by that global count (times the world size, since FSDP2's reduce-scatter averages over
+ranks). The gradient is that of the whole mini-batch's loss, however it is split.
+
+The model is kept in ``eval()`` mode, also while training: dropout would make the
+recomputed log-probabilities (and the ratio to them) noise. Gradients flow in eval mode.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import timedelta
 from typing import Any, cast
 
@@ -40,56 +45,14 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTra
 
 from trainer_client.batch import TrainBatch
 from trainer_client.checkpoint import finalize_checkpoint, prune_checkpoints, tmp_checkpoint_path
-from trainer_client.grpo import Aggregation, entropy_from_logits, grpo_loss
+from trainer_client.grpo import aggregation_weight, entropy_from_logits, grpo_loss
+from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 
 __all__ = ["GRPOSettings", "OptimSettings", "PolicySettings", "PolicyWorker", "token_logprobs"]
 
 logger = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, kw_only=True)
-class OptimSettings:
-    """AdamW and gradient clipping."""
-
-    lr: float = 1e-3  # learning rate (constant after warmup)
-    warmup_steps: int = 0  # linear warmup over this many optimizer steps
-    weight_decay: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.99
-    eps: float = 1e-8  # AdamW epsilon
-    grad_clip: float = 1.0  # max global grad norm; 0 disables
-
-
-@dataclass(frozen=True, kw_only=True)
-class GRPOSettings:
-    """The GRPO objective (see :mod:`trainer_client.grpo`)."""
-
-    kl_coef: float = 0.0  # weight of k3 KL to the reference; 0: no reference model
-    clip_eps_low: float = 0.2  # ratio clipped to [1 - low, 1 + high]
-    clip_eps_high: float = 0.2  # > low: DAPO clip-higher
-    aggregation: Aggregation = "sequence"  # "sequence" (paper) or "token" (DAPO)
-    scale_rewards: bool = True  # divide advantages by the group std
-    ppo_epochs: int = 1  # passes over each batch; > 1 makes the clip matter
-    mini_batch_size: int = 0  # sequences per optimizer step (all ranks); 0: whole batch
-
-
-@dataclass(frozen=True, kw_only=True)
-class PolicySettings:
-    """Everything a policy rank needs."""
-
-    model_path: str  # HF dir (or hub id on machines with a hub) to start from
-    ref_model_path: str | None = None  # reference for KL; None: model_path
-    dtype: str = "float32"  # parameter dtype: float32 | bfloat16
-    device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
-    fsdp: bool = True  # wrap with fully_shard (always on at world size > 1)
-    micro_batch_size: int = 64  # sequences per forward/backward on one rank
-    temperature: float = 1.0  # logits are divided by the sampling temperature
-    allowed_token_ids: tuple[int, ...] | None = None  # same restriction as the sampler
-    gradient_checkpointing: bool = False
-    optim: OptimSettings = field(default_factory=OptimSettings)
-    grpo: GRPOSettings = field(default_factory=GRPOSettings)
-    dist_timeout_s: float = 600.0  # timeout of collectives
-    num_threads: int = 0  # torch intra-op threads in this rank; 0: torch's default
+_LOSS_KEYS = ("losses/total", "losses/policy", "losses/kl")
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -175,11 +138,9 @@ class PolicyWorker:
             for layer in layers or []:
                 fully_shard(layer, mesh=self.mesh)
             fully_shard(model, mesh=self.mesh)
+        model.eval()  # no dropout: log-probs of the same tokens are the same in every pass
         if not trainable:
-            model.eval()
             model.requires_grad_(False)
-        else:
-            model.train()
         return model
 
     # -- training -------------------------------------------------------------------------
@@ -202,15 +163,79 @@ class PolicyWorker:
                  for mb in self._micro(b)]
         return torch.cat(parts).cpu()  # [B_local, L-1]
 
+    def _global_weight(self, local_mask: torch.Tensor) -> float:
+        """The mini-batch's loss denominator summed over ranks (see the module docstring)."""
+        w = aggregation_weight(local_mask, self.settings.grpo.aggregation).detach().double()
+        if self.world_size > 1:
+            w = w.to(self.device)
+            dist.all_reduce(w)
+        return float(w)
+
+    def _backward(self, mini: TrainBatch, old_lp: torch.Tensor, ref_lp: torch.Tensor | None,
+                  *, with_entropy: bool, add: Any) -> dict[str, float]:
+        """Forward/backward of one mini-batch (this rank's rows) in micro-batches; returns
+        this rank's shares of the mini-batch losses (``losses/total``, ``losses/policy``,
+        ``losses/kl``: summed over ranks they are the mini-batch's losses)."""
+        g = self.settings.grpo
+        denom = self._global_weight(mini.completion_mask[:, 1:])
+        m_size = max(1, self.settings.micro_batch_size)
+        share = dict.fromkeys(_LOSS_KEYS, 0.0)
+        for i in range(0, len(mini), m_size):
+            r = slice(i, i + m_size)
+            mb = mini.select(r)
+            lp, logits = token_logprobs(
+                self.model, mb.input_ids.to(self.device), mb.attention_mask.to(self.device),
+                temperature=self.settings.temperature, blocked=self.blocked,
+                with_logits=with_entropy)
+            m = mb.completion_mask[:, 1:].to(self.device)  # [b, L-1]
+            loss, metrics = grpo_loss(
+                lp, old_lp[r].to(self.device),
+                None if ref_lp is None else ref_lp[r].to(self.device),
+                mb.advantages.to(self.device), m, kl_coef=g.kl_coef,
+                clip_eps_low=g.clip_eps_low, clip_eps_high=g.clip_eps_high,
+                aggregation=g.aggregation, denominator=denom)
+            # FSDP2 averages gradients over ranks: scale so the average is the global sum
+            (loss * self.world_size).backward()
+            for k in _LOSS_KEYS:
+                share[k] += metrics.pop(k)
+            if logits is not None:
+                _, em = entropy_from_logits(logits.detach(), m)
+                metrics.update(em)
+            add(metrics)  # clip fraction, ratio, entropy: means of micro-batch means
+        return share
+
+    def _local(self, batch: TrainBatch) -> TrainBatch:
+        if len(batch) % self.world_size:
+            raise ValueError(f"batch of {len(batch)} not divisible by world size")
+        return batch.select(torch.arange(self.rank, len(batch), self.world_size))
+
+    def gradients(self, batch: TrainBatch) -> tuple[float, dict[str, torch.Tensor] | None]:
+        """Collective: the loss of ``batch`` (one mini-batch, no optimizer step) and its full
+        gradient (HF names, CPU) on rank 0 (``None`` elsewhere). For checks and debugging:
+        the result must not depend on ``micro_batch_size`` or the world size."""
+        local = self._local(batch)
+        old_lp = self._score(self.model, local)
+        ref_lp = self._score(self.ref, local) if self.ref is not None else None
+        self.optimizer.zero_grad(set_to_none=True)
+        share = self._backward(local, old_lp, ref_lp, with_entropy=False, add=lambda m: None)
+        loss = self._sum_over_ranks([share["losses/total"]])[0]
+        grads = {}
+        for name, p in self.model.named_parameters():
+            gr = p.grad
+            if gr is None:
+                continue
+            full = gr.full_tensor() if hasattr(gr, "full_tensor") else gr
+            grads[name] = full.detach().cpu().clone()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss, (grads if self.rank == 0 else None)
+
     def train_step(self, batch: TrainBatch) -> dict[str, float]:
         """One GRPO update on ``batch`` (the full batch; this rank takes its slice).
 
         Returns metrics averaged over ranks (and, for losses, over optimizer steps).
         """
         g = self.settings.grpo
-        if len(batch) % self.world_size:
-            raise ValueError(f"batch of {len(batch)} not divisible by world size")
-        local = batch.select(torch.arange(self.rank, len(batch), self.world_size))
+        local = self._local(batch)
         mask = local.completion_mask[:, 1:]  # [B_local, L-1], aligned with next-token lp
         old_lp = self._score(self.model, local)  # [B_local, L-1]
         ref_lp = self._score(self.ref, local) if self.ref is not None else None
@@ -225,35 +250,16 @@ class PolicyWorker:
                 sums[k] = sums.get(k, 0.0) + v
                 counts[k] = counts.get(k, 0) + 1
 
+        losses: list[dict[str, float]] = []
         for epoch in range(g.ppo_epochs):
             for start in range(0, len(local), mb_local):
                 rows = slice(start, start + mb_local)
-                mini = local.select(rows)
-                micro_rows = [slice(i, min(i + max(1, self.settings.micro_batch_size),
-                                           len(mini)))
-                              for i in range(0, len(mini), max(1, self.settings.micro_batch_size))]
                 for group in self.optimizer.param_groups:
                     group["lr"] = self._lr()
                 self.optimizer.zero_grad(set_to_none=True)
-                for r in micro_rows:
-                    mb = mini.select(r)
-                    lp, logits = token_logprobs(
-                        self.model, mb.input_ids.to(self.device),
-                        mb.attention_mask.to(self.device),
-                        temperature=self.settings.temperature, blocked=self.blocked,
-                        with_logits=epoch == 0)
-                    m = mb.completion_mask[:, 1:].to(self.device)
-                    loss, metrics = grpo_loss(
-                        lp, old_lp[rows][r].to(self.device),
-                        None if ref_lp is None else ref_lp[rows][r].to(self.device),
-                        mb.advantages.to(self.device), m, kl_coef=g.kl_coef,
-                        clip_eps_low=g.clip_eps_low, clip_eps_high=g.clip_eps_high,
-                        aggregation=g.aggregation)
-                    (loss / len(micro_rows)).backward()
-                    if logits is not None:
-                        _, em = entropy_from_logits(logits.detach(), m)
-                        metrics.update(em)
-                    add(metrics)
+                losses.append(self._backward(local.select(rows), old_lp[rows],
+                                             None if ref_lp is None else ref_lp[rows],
+                                             with_entropy=epoch == 0, add=add))
                 if self.settings.optim.grad_clip > 0:
                     norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                           self.settings.optim.grad_clip)
@@ -263,8 +269,21 @@ class PolicyWorker:
                 self.opt_steps += 1
         out = {k: sums[k] / counts[k] for k in sums}
         out["policy/lr"] = self._lr()
-        out["policy/tokens"] = float(mask.sum())
-        return self._mean_over_ranks(out)
+        out = self._mean_over_ranks(out)
+        # each rank holds its share of each mini-batch loss: the loss is their sum
+        totals = self._sum_over_ranks([sum(x[k] for x in losses) for k in _LOSS_KEYS]
+                                      + [float(mask.sum())])
+        for k, v in zip(_LOSS_KEYS, totals, strict=False):
+            out[k] = v / max(1, len(losses))  # mean over optimizer steps
+        out["policy/tokens"] = totals[-1]
+        return out
+
+    def _sum_over_ranks(self, values: list[float]) -> list[float]:
+        if self.world_size == 1:
+            return values
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return [float(v) for v in t.cpu().tolist()]
 
     def _mean_over_ranks(self, metrics: dict[str, float]) -> dict[str, float]:
         if self.world_size == 1:
