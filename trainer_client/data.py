@@ -5,9 +5,15 @@ reward service as ``ground_truth``, and the scorer that judges it.
 
 - GSM8K (``question``, ``answer`` with the gold after ``####``): scorer ``gsm8k``.
 - MATH (``question``/``problem``, ``answer``/``solution`` holding a ``\\boxed{}``, or a bare
-  answer): scorer ``math_verify``; the gold is the last ``\\boxed{...}`` when there is one.
+  answer): scorer ``math``; the gold is the last ``\\boxed{...}`` when there is one.
 - The toy task: ``"a+b="`` for single digits, gold ``str(a + b)``, scorer ``numeric``; the
   100 sums are split once (seeded) into train and held-out eval.
+
+The default scorers are the service's hedge-proof profiles: ``gsm8k`` and ``math`` refuse a
+response that commits to several answers ("5 or 6", two different ``\\boxed{}``), where
+stock ``math_verify`` pays for "The answer is 5 or 6." when the gold is 5. A policy trained
+against a scorer that pays for hedges learns to hedge; ``data.scorer: math_verify`` is still
+there for parity with a pipeline that used it.
 
 Batches are a pure function of ``(seed, step)``: resuming at step ``k`` draws exactly the
 batch an uninterrupted run would have drawn; nothing about the data needs checkpointing.
@@ -53,7 +59,7 @@ class Problem:
     id: str
     question: str
     ground_truth: str
-    scorer: str  # reward-service scorer: "gsm8k", "math_verify", "numeric", "choice"
+    scorer: str  # reward-service scorer: "gsm8k", "math", "numeric", "choice", ...
     data_source: str
 
 
@@ -67,6 +73,8 @@ class DataSettings:
     eval_size: int = 20  # held-out problems (toy: sums kept out of training; 0: eval on train)
     toy_max_sum: int = 18  # toy: keep sums a + b <= this (9: single-digit answers)
     max_train: int | None = None  # keep only the first N training rows
+    max_gold_steps: int | None = None  # GSM8K: keep problems whose reference solution has at
+    #                                    most this many calculations (``<<...>>``); None: all
     template: str = "plain"  # a key of PROMPT_TEMPLATES
     use_chat_template: bool = False  # wrap in the tokenizer's chat template when it has one
     system_prompt: str | None = None  # system message for the chat template
@@ -110,7 +118,7 @@ def _row_problem(row: dict[str, Any], fmt: Format, idx: int, source: str,
         raw = str(row.get("answer", row.get("solution", row.get("final_answer", ""))))
         boxed = boxed_answer(raw)
         gold = boxed if boxed is not None else raw.strip()
-        default_scorer = "math_verify"
+        default_scorer = "math"  # hedge-proof; math_verify pays for "5 or 6"
     else:
         raise ValueError(f"format {fmt!r} is not a JSONL format")
     return Problem(id=str(row.get("id", f"{source}-{idx}")), question=question,
@@ -118,15 +126,24 @@ def _row_problem(row: dict[str, Any], fmt: Format, idx: int, source: str,
 
 
 def load_jsonl_problems(path: str | Path, fmt: Format, *, limit: int | None = None,
-                        scorer: str | None = None) -> list[Problem]:
-    """Read a GSM8K- or MATH-format JSONL file into problems."""
+                        scorer: str | None = None,
+                        max_gold_steps: int | None = None) -> list[Problem]:
+    """Read a GSM8K- or MATH-format JSONL file into problems (GSM8K with
+    ``max_gold_steps``: only those whose reference solution has at most that many
+    ``<<...>>`` calculations)."""
     p = Path(path)
     out: list[Problem] = []
     with p.open(encoding="utf-8") as f:
         for idx, line in enumerate(f):
             if not line.strip():
                 continue
-            out.append(_row_problem(json.loads(line), fmt, idx, p.stem, scorer))
+            row = json.loads(line)
+            if max_gold_steps is not None and (
+                    fmt != "gsm8k" or str(row.get("answer", "")).count("<<") > max_gold_steps):
+                if fmt != "gsm8k":
+                    raise ValueError("data.max_gold_steps applies to GSM8K data only")
+                continue
+            out.append(_row_problem(row, fmt, idx, p.stem, scorer))
             if limit is not None and len(out) >= limit:
                 break
     return out
@@ -153,10 +170,13 @@ def load_problems(settings: DataSettings) -> tuple[list[Problem], list[Problem]]
                             max_sum=settings.toy_max_sum, scorer=settings.scorer)
     if settings.train_path is None:
         raise ValueError(f"data.train_path is required for format {settings.format!r}")
-    train = load_jsonl_problems(settings.train_path, settings.format, scorer=settings.scorer)
+    steps = settings.max_gold_steps
+    train = load_jsonl_problems(settings.train_path, settings.format, scorer=settings.scorer,
+                                max_gold_steps=steps)
     if settings.eval_path is not None:
         evals = load_jsonl_problems(settings.eval_path, settings.format,
-                                    limit=settings.eval_size, scorer=settings.scorer)
+                                    limit=settings.eval_size, scorer=settings.scorer,
+                                    max_gold_steps=steps)
     else:
         rng = random.Random(settings.seed)
         order = list(range(len(train)))

@@ -10,17 +10,28 @@ Keys (namespaced; units in the name where there is one):
 - ``rewards/service_failures_total``: failed scoring attempts of the step (service down)
 - ``advantages/*``, ``losses/*`` (``losses/kl``, ``losses/policy``, ``losses/clip_fraction``),
   ``policy/entropy``, ``policy/grad_norm``, ``policy/lr``
-- ``completions/mean_length``, ``completions/max_length``, ``completions/truncated_fraction``
+- ``rewards/hedged_fraction``: completions the scorer refused as hedged (several answers)
+- ``completions/mean_length``, ``completions/max_length`` (tokens),
+  ``completions/truncated_fraction`` (cut at ``max_new_tokens``),
+  ``completions/multi_answer_fraction`` (two or more different ``#### x`` / ``\\boxed{x}``
+  answers in one response, counted here whatever the scorer says)
+- ``rewards/truncated_paid_fraction``: truncated completions the scorer paid (before
+  ``grpo.truncated`` is applied)
+- ``throughput/rollout_tokens_per_second`` (generated tokens / rollout seconds),
+  ``throughput/train_tokens_per_second`` (prompt + completion tokens of the batch, times
+  ``ppo_epochs``, / train seconds)
 - ``timings/*_seconds``: rollout, reward (total), reward_wait (after generation ended),
   train, sync, eval, checkpoint, step
 - ``eval/accuracy``, ``eval/status/<s>`` every ``eval.every`` steps
-- ``train/skipped``: 1 when no reward of the step was available and no update was made
+- ``train/skipped``: 1 when no update was made (no reward of the step was available, or
+  ``grpo.skip_no_signal`` and no group had a reward spread)
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +42,8 @@ from trainer_client.reward_client import ScoreResult, reward_or_none
 __all__ = [
     "STATUSES",
     "MetricsWriter",
+    "completion_metrics",
+    "final_answers",
     "plot_reward_curve",
     "read_metrics",
     "reward_metrics",
@@ -54,7 +67,33 @@ def reward_metrics(results: Sequence[ScoreResult | None],
     m[f"{prefix}/std"] = (math.sqrt(sum((a - mean) ** 2 for a in avail) / len(avail))
                           if avail else float("nan"))
     m[f"{prefix}/unavailable_fraction"] = (len(rewards) - len(avail)) / n
+    m[f"{prefix}/hedged_fraction"] = sum(
+        1 for r in results if r is not None and (r.reason or "").startswith("hedged")) / n
     return rewards, m
+
+
+_MARKED = re.compile(r"####\s*([^\n]*)|\\boxed\{([^{}]*)\}")
+
+
+def final_answers(text: str) -> set[str]:
+    """The distinct answers a response marks as final (``#### x`` lines, ``\\boxed{x}``),
+    whitespace and thousands commas dropped."""
+    return {re.sub(r"[\s,]|\.$", "", a or b) for a, b in _MARKED.findall(text)} - {""}
+
+
+def completion_metrics(completions: Sequence[Any], rollout_seconds: float) -> dict[str, float]:
+    """Lengths, truncation, multi-answer responses and generation speed of a step's
+    completions (:class:`~trainer_client.rollout.Completion`)."""
+    lengths = [len(c.completion_ids) for c in completions]
+    n = max(1, len(completions))
+    return {
+        "completions/mean_length": sum(lengths) / n,
+        "completions/max_length": float(max(lengths, default=0)),
+        "completions/truncated_fraction": sum(not c.finished for c in completions) / n,
+        "completions/multi_answer_fraction": sum(
+            len(final_answers(c.text)) >= 2 for c in completions) / n,
+        "throughput/rollout_tokens_per_second": sum(lengths) / max(rollout_seconds, 1e-9),
+    }
 
 
 def _clean(v: Any) -> Any:

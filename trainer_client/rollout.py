@@ -10,6 +10,15 @@ Two engines behind one interface (:class:`RolloutEngine`):
 
 Both return, per prompt, ``n`` :class:`Completion` s with the token ids the policy will score;
 the trainer never re-tokenizes text.
+
+Generation settings are explicit in both: what :class:`SamplingSettings` says is what is
+sampled. ``transformers`` (>= 4.50) fills every generation option a caller leaves unset from
+the model's ``generation_config.json`` (an instruct model may ask for ``do_sample``,
+``temperature=0.6``, ``top_k=50``, ``repetition_penalty``...): the HF engine replaces the
+model's generation config with a neutral one at load and sets every sampling option on each
+call, so samples come from exactly the distribution the policy scores (logits /
+temperature, full support unless ``top_p`` < 1) and greedy evaluation is argmax. vLLM
+ignores ``generation_config.json`` here (``generation_config="vllm"``).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import torch
 from transformers import (
@@ -30,6 +39,8 @@ from transformers import (
     LogitsProcessorList,
 )
 
+from trainer_client.settings import EngineSettings, SamplingSettings
+
 __all__ = [
     "AllowedTokensProcessor",
     "Completion",
@@ -38,37 +49,12 @@ __all__ = [
     "RolloutEngine",
     "SamplingSettings",
     "VLLMEngine",
+    "explicit_generation_config",
     "make_engine",
     "vllm_available",
 ]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True)
-class SamplingSettings:
-    """How completions are drawn."""
-
-    n: int = 8  # completions per prompt (the GRPO group size)
-    max_new_tokens: int = 4  # completion length cap
-    temperature: float = 1.0  # the policy scores tokens with logits / temperature too
-    top_p: float = 1.0  # 1.0 samples from the full distribution (needed for on-policy GRPO)
-    allowed_token_ids: tuple[int, ...] | None = None  # restrict sampling to these ids
-    greedy: bool = False  # argmax decoding, n forced to 1 (evaluation)
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineSettings:
-    """Which engine and how it holds the model."""
-
-    kind: Literal["auto", "hf", "vllm"] = "auto"  # auto: vllm if importable, else hf
-    dtype: str = "float32"  # "float32" | "bfloat16" | "float16"
-    device: str = "cpu"  # HF engine device ("cpu", "cuda")
-    seed: int = 0  # sampling seed (each call derives its own from it)
-    gpu_memory_utilization: float = 0.3  # vLLM: share of GPU memory it may take
-    max_model_len: int = 1024  # vLLM: prompt + completion tokens
-    enforce_eager: bool = True  # vLLM: skip CUDA-graph capture (fast start)
-    num_threads: int = 0  # torch intra-op threads of the HF engine; 0: torch's default
 
 
 @dataclass(frozen=True)
@@ -123,6 +109,24 @@ class AllowedTokensProcessor(LogitsProcessor):
         return scores.masked_fill(block[: scores.shape[-1]], float("-inf"))  # type: ignore[return-value]
 
 
+def explicit_generation_config(sampling: SamplingSettings, *, pad_token_id: int,
+                               eos_token_id: int) -> GenerationConfig:
+    """Every option that changes which tokens ``generate`` picks, set (none left for the
+    model's ``generation_config.json`` to fill)."""
+    greedy = sampling.greedy
+    return GenerationConfig(
+        do_sample=not greedy, num_beams=1, num_return_sequences=1 if greedy else sampling.n,
+        temperature=1.0 if greedy else sampling.temperature,
+        top_p=1.0 if greedy else sampling.top_p, top_k=None if greedy else 0, min_p=None if greedy else 0.0,
+        typical_p=1.0,
+        epsilon_cutoff=0.0, eta_cutoff=0.0, repetition_penalty=1.0,
+        encoder_repetition_penalty=1.0, no_repeat_ngram_size=0, length_penalty=1.0,
+        min_new_tokens=0, max_new_tokens=sampling.max_new_tokens, bad_words_ids=None,
+        suppress_tokens=None, begin_suppress_tokens=None, forced_bos_token_id=None,
+        forced_eos_token_id=None, renormalize_logits=False,
+        pad_token_id=pad_token_id, eos_token_id=eos_token_id)
+
+
 def _cut(ids: list[int], eos: int, pad: int) -> tuple[list[int], bool]:
     """Completion ids up to and including the first EOS; drop padding after it."""
     if eos in ids:
@@ -147,6 +151,10 @@ class HFEngine:
         self.model.to(torch.device(settings.device))  # type: ignore[arg-type]
         self.model.eval()
         self.model.requires_grad_(False)  # inference only
+        # the model's generation_config.json must not change what is sampled (see above)
+        self.model.generation_config = GenerationConfig(
+            bos_token_id=self.tokenizer.bos_token_id, eos_token_id=self.tokenizer.eos_token_id,
+            pad_token_id=self.tokenizer.pad_token_id)
         self._calls = 0
 
     @torch.no_grad()
@@ -162,15 +170,8 @@ class HFEngine:
             processors.append(AllowedTokensProcessor(sampling.allowed_token_ids,
                                                      self.model.config.vocab_size))
         eos = tok.eos_token_id
-        if sampling.greedy:
-            cfg = GenerationConfig(do_sample=False, max_new_tokens=sampling.max_new_tokens,
-                                   pad_token_id=tok.pad_token_id, eos_token_id=eos)
-        else:
-            cfg = GenerationConfig(do_sample=True, temperature=sampling.temperature,
-                                   top_p=sampling.top_p, top_k=0,
-                                   max_new_tokens=sampling.max_new_tokens,
-                                   num_return_sequences=n, pad_token_id=tok.pad_token_id,
-                                   eos_token_id=eos)
+        cfg = explicit_generation_config(sampling, pad_token_id=int(tok.pad_token_id),
+                                         eos_token_id=int(eos))
         torch.manual_seed(self.settings.seed * 100_003 + self._calls)
         self._calls += 1
         out = self.model.generate(input_ids=input_ids, attention_mask=attn,
@@ -210,7 +211,7 @@ class VLLMEngine:
         self.settings = settings
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         self.llm: Any = LLM(model=model_path, tokenizer=model_path, dtype=settings.dtype,
-                            seed=settings.seed, enforce_eager=settings.enforce_eager,
+                            seed=settings.seed, generation_config="vllm", enforce_eager=settings.enforce_eager,
                             gpu_memory_utilization=settings.gpu_memory_utilization,
                             max_model_len=settings.max_model_len)
         self._calls = 0
@@ -223,6 +224,7 @@ class VLLMEngine:
         params = SamplingParams(
             n=n, temperature=0.0 if sampling.greedy else sampling.temperature,
             top_p=1.0 if sampling.greedy else sampling.top_p,
+            repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
             max_tokens=sampling.max_new_tokens,
             allowed_token_ids=list(sampling.allowed_token_ids)
             if sampling.allowed_token_ids is not None else None,

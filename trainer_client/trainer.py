@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from transformers import AutoTokenizer
 
 from trainer_client.batch import make_train_batch
@@ -46,9 +47,14 @@ from trainer_client.checkpoint import latest_checkpoint, list_checkpoints, read_
 from trainer_client.config import TrainConfig
 from trainer_client.data import Problem, load_problems, render_prompt, sample_batch
 from trainer_client.errors import RewardProtocolError, RewardServiceUnavailable
-from trainer_client.grpo import group_advantages, rewards_to_tensor
-from trainer_client.metrics import MetricsWriter, plot_reward_curve, reward_metrics
-from trainer_client.policy import PolicySettings
+from trainer_client.grpo import apply_truncation, group_advantages, rewards_to_tensor
+from trainer_client.metrics import (
+    MetricsWriter,
+    completion_metrics,
+    plot_reward_curve,
+    reward_metrics,
+)
+from trainer_client.pretrained import prepare_base_model
 from trainer_client.reward_client import (
     RetryPolicy,
     RewardClient,
@@ -57,8 +63,8 @@ from trainer_client.reward_client import (
     ScoreResult,
     Timeout,
 )
-from trainer_client.rollout import Completion, SamplingSettings
-from trainer_client.tiny_model import build_tiny_model
+from trainer_client.rollout import Completion
+from trainer_client.settings import PolicySettings, SamplingSettings
 from trainer_client.workers import Workers, start_local_workers, start_ray_workers
 
 __all__ = ["RunResult", "allowed_token_ids", "client_settings", "score_with_wait", "train"]
@@ -129,13 +135,9 @@ def _items(problems: Sequence[Problem], groups: Sequence[Sequence[Completion]]) 
 
 
 def _prepare_model(cfg: TrainConfig, out: Path) -> str:
-    if cfg.model.tiny is None:
-        assert cfg.model.path is not None
-        return cfg.model.path
-    base = out / "base_model"
-    if not (base / "config.json").exists():
-        build_tiny_model(cfg.model.tiny, base)
-    return str(base)
+    m = cfg.model
+    return prepare_base_model(m.path, package=m.package, gguf_file=m.gguf_file, tiny=m.tiny,
+                              out_dir=out / "base_model")
 
 
 def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: bool = False,
@@ -228,10 +230,22 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
             m["eval/accuracy"] = m.pop("eval/status/correct")
             m.pop("eval/mean", None)
             m.pop("eval/std", None)
+            cm = completion_metrics([g[0] for g in groups], rollout_seconds=1.0)
+            for k in ("mean_length", "truncated_fraction", "multi_answer_fraction"):
+                m[f"eval/{k}"] = cm[f"completions/{k}"]
             return m
 
+        if cfg.eval.at_start and cfg.eval.every and step == 0:
+            t4 = time.monotonic()
+            row0 = {"step": 0, **evaluate()}
+            row0["timings/eval_seconds"] = time.monotonic() - t4
+            writer.write(row0)
+
         # -- the loop --------------------------------------------------------------------
-        while step < total_steps and not stop.is_set():
+        t_loop = time.monotonic()
+        limit = cfg.run.time_limit_s
+        out_of_time = False
+        while step < total_steps and not stop.is_set() and not out_of_time:
             step += 1
             t_step = time.monotonic()
             row: dict[str, Any] = {"step": step}
@@ -277,35 +291,44 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
             row.update(rm)
             row["rewards/service_failures_total"] = failures
             completions = [c for g in groups for c in g]
-            lengths = [len(c.completion_ids) for c in completions]
-            row["completions/mean_length"] = sum(lengths) / len(lengths)
-            row["completions/max_length"] = max(lengths)
-            row["completions/truncated_fraction"] = (
-                sum(not c.finished for c in completions) / len(completions))
+            row.update(completion_metrics(completions, row["timings/rollout_seconds"]))
 
-            # 3. advantage
-            (adv, valid), am = group_advantages(rewards_to_tensor(rewards), cfg.rollout.n,
+            # 3. advantage (truncated completions kept, masked or zeroed first)
+            finished = torch.tensor([c.finished for c in completions], dtype=torch.bool)
+            shaped, tm = apply_truncation(rewards_to_tensor(rewards), finished,
+                                          cfg.grpo.truncated)
+            row.update(tm)
+            (adv, valid), am = group_advantages(shaped, cfg.rollout.n,
                                                 scale=cfg.grpo.scale_rewards)
             row.update(am)
 
             # 4. loss + optimizer step, 5. weight sync
-            if bool(valid.any()):
+            no_signal = (cfg.grpo.skip_no_signal and cfg.grpo.kl_coef == 0
+                         and not bool(adv.abs().sum() > 0))
+            if bool(valid.any()) and not no_signal:
                 t2 = time.monotonic()
                 batch = make_train_batch(completions, adv, valid,
                                          pad_id=int(tokenizer.pad_token_id))
                 row.update(workers.policy_call("train_step", batch).result(cfg.policy.timeout_s))
                 row["timings/train_seconds"] = time.monotonic() - t2
+                row["throughput/train_tokens_per_second"] = (
+                    float(batch.attention_mask.sum()) * cfg.grpo.ppo_epochs
+                    / max(row["timings/train_seconds"], 1e-9))
                 t3 = time.monotonic()
                 sd = workers.policy_call("full_state_dict")
                 workers.rollout.call("load_weights", sd).result(cfg.policy.timeout_s)
                 row["timings/sync_seconds"] = time.monotonic() - t3
                 row["train/skipped"] = 0
+            elif no_signal:
+                logger.info("no group with reward spread: update skipped", extra={"step": step})
+                row["train/skipped"] = 1
             else:
                 logger.warning("no reward available: step skipped", extra={"step": step})
                 row["train/skipped"] = 1
 
             # 6. eval, checkpoint, log
-            last = step == total_steps or stop.is_set()
+            out_of_time = limit is not None and time.monotonic() - t_loop >= limit
+            last = step == total_steps or stop.is_set() or out_of_time
             if cfg.eval.every and (step % cfg.eval.every == 0 or last):
                 t4 = time.monotonic()
                 row.update(evaluate())
@@ -342,5 +365,5 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
     logger.info("run finished", extra={"step": step, "checkpoints": len(list_checkpoints(
         ckpt_root))})
     return RunResult(output_dir=out, last_step=step, metrics_path=metrics_path,
-                     plot_path=plot, stopped=step < total_steps)
+                     plot_path=plot, stopped=step < total_steps)  # also: run.time_limit_s
 
