@@ -323,7 +323,8 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
                 logger.info("no group with reward spread: update skipped", extra={"step": step})
                 row["train/skipped"] = 1
             else:
-                logger.warning("no reward available: step skipped", extra={"step": step})
+                logger.warning("no usable reward (unavailable, or truncated and masked): "
+                               "step skipped", extra={"step": step})
                 row["train/skipped"] = 1
 
             # 6. eval, checkpoint, log

