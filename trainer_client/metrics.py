@@ -131,7 +131,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 def plot_reward_curve(metrics_path: str | Path, out_png: str | Path, *,
                       title: str = "GRPO") -> Path:
-    """Reward mean per step (and a moving average), eval accuracy, unavailable fraction."""
+    """Reward mean per step (and a moving average), eval accuracy, unavailable fraction, and
+    the truncated / hedged / multi-answer fractions when any is non-zero."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -149,6 +150,13 @@ def plot_reward_curve(metrics_path: str | Path, out_png: str | Path, *,
     ev = [(r["step"], r["eval/accuracy"]) for r in rows if r.get("eval/accuracy") is not None]
     if ev:
         ax.plot(*zip(*ev, strict=True), "o-", color="tab:green", label="eval accuracy (greedy)")
+    for key, color, label in (
+            ("completions/truncated_fraction", "tab:gray", "truncated (fraction)"),
+            ("rewards/hedged_fraction", "tab:orange", "refused as hedged (fraction)"),
+            ("completions/multi_answer_fraction", "tab:purple", "several final answers")):
+        pts = [(r["step"], r[key]) for r in rows if r.get(key) is not None]
+        if any(v for _, v in pts):
+            ax.plot(*zip(*pts, strict=True), "--", color=color, lw=1, label=label)
     un = [(r["step"], r["rewards/status/unavailable"]) for r in rows
           if r.get("rewards/status/unavailable")]
     if un:
