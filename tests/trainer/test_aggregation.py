@@ -42,7 +42,7 @@ def _batch():
         prompt = torch.randint(4, 90, (3 + i % 3,), generator=g).tolist()
         comp = [*torch.randint(4, 90, (n,), generator=g).tolist(), 2]
         comps.append(Completion(prompt_ids=prompt, completion_ids=comp, text="", finished=True))
-    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, 0.3, -1.0, -1.3])
+    adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, 0.3, -1.0, -0.7])  # sums to 0.6: loss != 0
     return make_train_batch(comps, adv, torch.ones(8, dtype=torch.bool), pad_id=0)
 
 
