@@ -2,9 +2,12 @@
 
 Identical items (same scorer, response, ground truth and scorer options) are scored once per
 request and, for definitive verdicts, remembered in a bounded LRU across requests. Items that
-share a ground truth are sent next to each other, so a worker parses each gold once. Small
-requests arriving together (one sample per request, as OpenRLHF ≥ 0.9.1 sends them) share
-pool submissions (:mod:`reward_service.coalescer`), so they travel to the workers in chunks.
+share a ground truth are sent next to each other, so a worker parses each gold once.
+
+Each request is its own pool submission, so the pool's fair dispatch between requests holds
+for small requests too (a group-commit coalescer that merged small requests was measured, gave
+no gain on OpenRLHF's one-sample-per-request traffic, and made requests share chunks: it was
+removed).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from typing import Any
 
 import orjson
 
-from reward_service.coalescer import Coalescer
 from reward_service.lru import LRU
 from reward_service.metrics import Metrics
 from reward_service.pool import Outcome, Task, WorkerPool
@@ -76,18 +78,9 @@ def job_params(scorer: str, extra: dict[str, Any] | None) -> dict[str, Any]:
     return {k: extra[k] for k in SCORERS[scorer].params if k in extra}
 
 
-#: Requests with fewer unique items than this share pool submissions of up to this many.
-COALESCE_ITEMS = 256
-#: Shared submissions in the pool at once; more small requests wait for one to come back.
-#: (Measured on 2 loaded cores, a limit of 4 or 8 cost per-request throughput: keep it high.)
-COALESCE_INFLIGHT = 64
-
-
 class Batcher:
     def __init__(self, pool: WorkerPool, *, cache_items: int, metrics: Metrics) -> None:
         self._pool = pool
-        self._submit: Coalescer[Task, Outcome] = Coalescer(
-            pool.submit, max_items=COALESCE_ITEMS, max_inflight=COALESCE_INFLIGHT)
         self._cache = LRU(cache_items)  # key → definitive Verdict
         self._cache_items = cache_items
         self._key = _digest if cache_items else _identity
@@ -118,7 +111,7 @@ class Batcher:
             Task(jobs[i].scorer, jobs[i].response, jobs[i].ground_truth, timeout_s, jobs[i].params)
             for i in order
         ]
-        outcomes: list[Outcome] = await self._submit.submit(tasks) if tasks else []
+        outcomes: list[Outcome] = await self._pool.submit(tasks) if tasks else []
 
         scored: dict[Hashable, Scored] = {}
         timers: dict[str, Any] = {}  # one labelled child per scorer, not a lookup per item
