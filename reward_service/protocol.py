@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from reward_service.errors import RewardServiceError
 from reward_service.scorers.base import STATUSES, Status, clip
 
 __all__ = [
@@ -46,7 +47,7 @@ _HEADER = struct.Struct("!I")
 MAX_FRAME = 512 * 1024 * 1024  # supervisor → worker: a chunk of long responses
 
 
-class ProtocolError(Exception):
+class ProtocolError(RewardServiceError):
     """A peer sent bytes that are not a valid frame, or a frame that is not a valid message."""
 
 
