@@ -172,11 +172,6 @@ def main() -> int:
         rss1 = sc.worker_rss_mb(svc)
     res["worker_rss_mb"] = {"start": rss0, "after_items": rss_items, "after": rss1}
 
-    log("per-sample callers vs batched (bench/per_sample.py) ...")
-    from bench import per_sample
-
-    res["per_sample"] = per_sample.run(rows[:300] if args.quick else rows[:2048], warm_rows)
-
     log("in-process baselines again ...")
     last = baselines()
     best = {key: max(first[key], last[key]) for key in first}

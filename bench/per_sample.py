@@ -1,5 +1,6 @@
-"""Per-sample callers against batched ones, in one run (``make bench``, or alone:
-``python -m bench.per_sample [--rows N]``, which prints JSON).
+"""Per-sample callers against batched ones, in one run (a ``make bench`` section; alone:
+``python -m bench --only per_sample``, or ``python -m bench.per_sample [--rows N]``, which
+prints JSON).
 
 Each pass gets a freshly started service (2 workers, verdict cache off, warmed like the others
 in ``bench/__main__.py``) and scores the same corpus rows:
@@ -9,13 +10,21 @@ in ``bench/__main__.py``) and scores the same corpus rows:
 * ``raw_per_request``: OpenRLHF ≥ 0.9.1's pattern: 256 concurrent callers, each posting one
   sample to ``/get_reward`` on a new aiohttp session (OpenRLHF's own client library), one
   after another;
+* ``raw_lean``: the same requests (one sample, a new TCP connection each, 256 callers) from
+  a minimal load generator (asyncio streams, HTTP/1.1 ``Connection: close``): what the
+  *service* sustains under that pattern. The trainer's aiohttp client costs this 2-core
+  machine ~0.5 ms of CPU per request, taken from the service's cores here but not on a
+  real cluster, where OpenRLHF's reward callers run on the trainer's nodes;
 * ``coalesced_async``: 256 concurrent ``compute_score_async`` calls (the verl adapter, as
   verl's reward loop awaits it), which :class:`AsyncRewardClient` packs into shared requests;
 * ``sync_threads``: the sync ``compute_score`` from verl's executor (``run_in_executor``: 6
   threads here), one request per sample.
 
-Every figure is items/s; ratios are against ``batched`` of the same run. Targets (issue 14):
-coalesced ≥ 0.6x batched, raw per-request ≥ 0.4x, the async adapter never slower than sync.
+Every figure is items/s; ratios are against ``batched`` of the same run (the better of its
+two passes, first and last: this VM drifts). Each pass also records the CPU seconds of the
+client (this process), the server process and the workers (the zygote and its children).
+Targets (issue 14): coalesced ≥ 0.6x batched, raw per-request ≥ 0.4x, the async adapter
+never slower than sync.
 """
 
 from __future__ import annotations
@@ -29,11 +38,25 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tests.helpers import Service, read_jsonl
+from bench.sections import Context, Section
+from tests.helpers import Service, descendants_of, read_jsonl
 from trainer_client.integrations import _common, verl
 from trainer_client.reward_client import RewardClient, RewardClientSettings, Timeout
 
 CALLERS = 256
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / _HZ
+    return total
 
 
 def _svc() -> Service:
@@ -87,6 +110,28 @@ def raw_per_request(url: str, rows: list[dict[str, Any]]) -> float:
     return asyncio.run(_callers(rows, one))
 
 
+def raw_lean(url: str, rows: list[dict[str, Any]]) -> float:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+
+    async def one(row: dict[str, Any]) -> None:  # OpenRLHF's request, from a lean client
+        body = json.dumps({"query": ["Q: ?\n" + row["response"]], "prompts": ["Q: ?\n"],
+                           "labels": [row["gold"]]}).encode()
+        head = (f"POST /get_reward?scorer=math_verify HTTP/1.1\r\nHost: {host}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                "Connection: close\r\n\r\n").encode()
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(head + body)
+            reply = await reader.read()
+        finally:
+            writer.close()
+        status = reply[:12]
+        if status != b"HTTP/1.1 200" or b'"rewards":[' not in reply:
+            raise RuntimeError(f"/get_reward answered {reply[:200]!r}")
+
+    return asyncio.run(_callers(rows, one))
+
+
 def coalesced_async(url: str, rows: list[dict[str, Any]]) -> float:
     async def one(row: dict[str, Any]) -> None:
         await verl.compute_score_async(data_source="lighteval/MATH", solution_str=row["response"],
@@ -115,23 +160,77 @@ def sync_threads(url: str, rows: list[dict[str, Any]]) -> float:
     return rate
 
 
-PASSES = {"batched": batched, "raw_per_request": raw_per_request,
+PASSES = {"batched": batched, "raw_per_request": raw_per_request, "raw_lean": raw_lean,
           "coalesced_async": coalesced_async, "sync_threads": sync_threads}
 
 
-def run(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[str, Any]:
+def run_passes(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[str, Any]:
     """Every pass on a fresh service; ``batched`` first and last (this VM drifts)."""
     rates: dict[str, float] = {}
-    for name in ["batched", "raw_per_request", "coalesced_async", "sync_threads", "batched"]:
+    cpu: dict[str, dict[str, float]] = {}
+    for name in ["batched", "raw_per_request", "raw_lean", "coalesced_async", "sync_threads",
+                 "batched"]:
         with _svc() as svc:
             _warm(svc, warm)
+            assert svc.proc is not None
+            server, workers = [svc.proc.pid], descendants_of(svc.proc.pid)
+            before = (time.process_time(), _cpu_s(server), _cpu_s(workers))
             rate = PASSES[name](svc.url, rows)
-        rates[name] = max(rates.get(name, 0.0), rate)
+            after = (time.process_time(), _cpu_s(server), _cpu_s(workers))
+        if rate > rates.get(name, 0.0):
+            rates[name] = rate
+            cpu[name] = {k: round(b - a, 2) for k, a, b in
+                         zip(("client", "server", "workers"), before, after, strict=True)}
         print(f"per-sample bench: {name} {rate:.0f} items/s", file=sys.stderr, flush=True)
     base = rates["batched"]
-    return {"rows": len(rows), "callers": CALLERS, "items_s": rates,
+    return {"rows": len(rows), "callers": CALLERS, "items_s": rates, "cpu_s": cpu,
             "ratio_to_batched": {k: v / base for k, v in rates.items() if k != "batched"},
             "targets": {"coalesced_async": 0.6, "raw_per_request": 0.4}}
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    ctx.log("per-sample callers vs batched (bench/per_sample.py) ...")
+    return run_passes(list(ctx.rows[:300] if ctx.quick else ctx.rows), list(ctx.warm_rows))
+
+
+_LABELS = {
+    "raw_per_request": "OpenRLHF ≥ 0.9.1: one sample per `/get_reward`, new aiohttp session each",
+    "raw_lean": "the same requests from a lean load generator (new connection each)",
+    "coalesced_async": "verl `compute_score_async` (AsyncRewardClient coalesces)",
+    "sync_threads": "verl `compute_score` from 6 executor threads",
+}
+
+
+def report(r: dict[str, Any]) -> str:
+    rows = r["rows"]
+    lines = [f"""## Per-sample callers vs batched
+
+{rows} corpus rows, {r['callers']} concurrent callers, each pass on a fresh warmed service
+(2 workers, verdict cache off); ratio = items/s ÷ the batched pass of the same run (the
+better of the first and the last). CPU seconds are per pass: the caller (this process), the
+server process, the workers.
+
+| caller pattern | items/s | x batched | target | CPU s: client / server / workers |
+|---|---:|---:|---:|---|"""]
+    cpu = r.get("cpu_s", {})
+
+    def split(name: str) -> str:
+        c = cpu.get(name)
+        return f"{c['client']:.2f} / {c['server']:.2f} / {c['workers']:.2f}" if c else ""
+
+    lines.append(f"| batched (512-item requests, 4 in flight) | {r['items_s']['batched']:.0f} "
+                 f"| 1.00 | | {split('batched')} |")
+    for name, label in _LABELS.items():
+        if name not in r["items_s"]:
+            continue
+        target = r["targets"].get(name)
+        lines.append(f"| {label} | {r['items_s'][name]:.0f} | "
+                     f"{r['ratio_to_batched'][name]:.2f} | "
+                     f"{f'≥ {target:.1f}' if target else ''} | {split(name)} |")
+    return "\n".join(lines) + "\n"
+
+
+SECTION = Section("per_sample", run, report)
 
 
 def main() -> int:
@@ -142,7 +241,7 @@ def main() -> int:
     warm = [{"response": r["solution"][0] if isinstance(r["solution"], list) else r["solution"],
              "gold": r["final_answer"][0].strip("$")}
             for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
-    print(json.dumps(run(rows, warm), indent=2))
+    print(json.dumps(run_passes(rows, warm), indent=2))
     return 0
 
 

@@ -10,18 +10,20 @@ is never an HTTP error: it is a status in its result.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from starlette.types import ASGIApp
 
 from reward_service import __version__
 from reward_service.api import nemo_gym, openrlhf, ops, score, slime
-from reward_service.api.errors import install_error_handlers
+from reward_service.api.errors import error_responder, install_error_handlers
 from reward_service.api.guards import BodyLimitMiddleware, bearer_check
 from reward_service.metrics import Metrics
 from reward_service.pool import WorkerPool
+from reward_service.routing import ExpressLane
 from reward_service.service import ScoringService
 from reward_service.settings import Settings
 
@@ -41,6 +43,17 @@ def _log_sandbox(settings: Settings, report: dict[str, Any]) -> None:
                                             "inactive": ",".join(inactive) or "none"})
 
 
+class _App(FastAPI):
+    """FastAPI with the service's own front (body limits, then the express lane) ahead of
+    Starlette's middleware: per-sample requests on the lean routes pay for none of it."""
+
+    front: Callable[[ASGIApp], ASGIApp] | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        return stack if self.front is None else self.front(stack)
+
+
 def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI:
     """Build the app. The pool is started by the lifespan (pass one in tests to inspect it)."""
     metrics = Metrics()
@@ -57,7 +70,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         finally:
             await pool.stop()
 
-    app = FastAPI(
+    app = _App(
         title="Math reward service",
         version=__version__,
         summary="Scores LLM answers to math problems in sandboxed workers with hard deadlines.",
@@ -71,15 +84,22 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     app.state.pool = pool
     app.state.metrics = metrics
     app.state.service = service
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
-                       budget_bytes=settings.max_inflight_body_bytes,
-                       body_timeout_s=settings.body_timeout_s,
-                       retry_after_s=settings.retry_after_s)
-    install_error_handlers(app, metrics, retry_after_s=settings.retry_after_s)
     auth = [Depends(bearer_check(token))]
-    app.include_router(score.router(service, auth))
-    app.include_router(openrlhf.router(service, auth))
-    app.include_router(slime.router(service, auth))
-    app.include_router(nemo_gym.router(service, auth))  # NeMo-Gym's /verify
-    app.include_router(ops.router(service, auth, auth=token is not None))
+    routers = [score.router(service, auth), openrlhf.router(service, auth),
+               slime.router(service, auth), nemo_gym.router(service, auth),  # NeMo-Gym /verify
+               ops.router(service, auth, auth=token is not None)]
+    routes = [r for x in routers for r in x.routes]
+    respond = error_responder(metrics, retry_after_s=settings.retry_after_s,
+                              paths=[getattr(r, "path", "") for r in routes])
+
+    def front(stack: ASGIApp) -> ASGIApp:  # body limits → express lane → Starlette's stack
+        lane = ExpressLane(stack, routes=routes, responder=respond)
+        return BodyLimitMiddleware(lane, max_bytes=settings.max_body_bytes,
+                                   budget_bytes=settings.max_inflight_body_bytes,
+                                   body_timeout_s=settings.body_timeout_s, responder=respond)
+
+    app.front = front
+    install_error_handlers(app, respond)
+    for router in routers:
+        app.include_router(router)
     return app

@@ -17,6 +17,7 @@ raised to the HTTP layer on purpose (FastAPI's own validation errors are transla
     │   │   ├── UnknownScorerError  422  (reward_service.scorers.registry)
     │   │   └── CompatError         422  not the framework's protocol (reward_service.compat)
     │   ├── RequestTooLargeError    413  too many items, a field or the body too large
+    │   ├── BodyTimeoutError        408  the body stalled (connection closed)
     │   └── UnauthorizedError       401  missing or wrong bearer token (+ WWW-Authenticate)
     ├── ClientDisconnected          499  the client left before its reply (nobody reads it)
     └── ProtocolError                    a peer sent bytes that are not a valid frame
@@ -29,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 __all__ = [
+    "BodyTimeoutError",
     "ClientDisconnected",
     "DrainingError",
     "InvalidRequestError",
@@ -143,6 +145,16 @@ class RequestTooLargeError(RequestError):
     """A request exceeds one of the configured limits."""
 
     status_code = 413
+
+
+class BodyTimeoutError(RequestError):
+    """No progress on the request body for ``REWARD_BODY_TIMEOUT_S``: 408, and the
+    connection is closed (the rest of the body may still be on its way)."""
+
+    status_code = 408
+
+    def headers(self, *, retry_after_s: int) -> Mapping[str, str] | None:
+        return {"Connection": "close"}
 
 
 class UnauthorizedError(RequestError):

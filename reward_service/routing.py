@@ -16,6 +16,16 @@ signature (the OpenAPI schema, ``/docs``) and replaces only the per-request work
   returns a ``Response`` itself (``POST /v1/score`` builds its reply as plain dicts and
   serialises them with orjson).
 
+Options in the URL come as one pydantic model, ``options: Annotated[Model, Query()]`` (the
+second parameter, if any), validated once from the query string; errors are located at
+``("query", field)`` as FastAPI locates them.
+
+:class:`ExpressLane` sends ``POST`` requests for lean routes straight to their handler,
+past Starlette's exception middleware, router and FastAPI's per-route wrappers: with one
+item per request (OpenRLHF's and slime's per-sample traffic) those took about a third of the
+server's CPU per request. It sits inside the body-limit middleware, and its errors go to the
+same renderer (``api/errors.py``), so a request answers the same either way.
+
 A client that disconnects before its reply is ready gets its handler cancelled
 (:func:`unless_disconnected`, :class:`ClientDisconnected`), so its queued items are never
 scored; ``/get_reward`` uses the same helper.
@@ -29,18 +39,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any, get_args, get_origin
 
 import orjson
+from fastapi.params import Query
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_service.errors import ClientDisconnected, InvalidRequestError
 
-__all__ = ["LeanJSONRoute", "body_error", "unless_disconnected"]
+__all__ = ["ExpressLane", "LeanJSONRoute", "body_error", "unless_disconnected"]
 
 
 def _is_json(content_type: str) -> bool:
@@ -69,50 +82,81 @@ def body_error(exc: BaseException | None) -> str:
     return "request body is not valid JSON"
 
 
-async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
+async def unless_disconnected(request: Request, work: Coroutine[Any, Any, Any]) -> Any:
     """Await ``work``, cancelling it if the client disconnects first. uvicorn keeps running a
     handler whose client is gone; a trainer whose read timed out would then wait, on its
     retry, behind the scoring of a batch nobody will read. Cancelling the handler drops the
-    batch's queued chunks (``WorkerPool.submit``)."""
-    task = asyncio.ensure_future(work)
+    batch's queued chunks (``WorkerPool.submit``). ``work`` runs in this task; one watcher
+    task waits for the disconnect (per-sample traffic pays for every task made here)."""
+    this = asyncio.current_task()
+    assert this is not None
+    gone = False
 
     async def disconnected() -> None:  # the body is read: the next message is the disconnect
+        nonlocal gone
         while (await request.receive())["type"] != "http.disconnect":
             pass
+        gone = True
+        this.cancel()
 
     watcher = asyncio.ensure_future(disconnected())
     try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # this handler itself is cancelled (shutdown)
-        task.cancel()
+        return await work
+    except asyncio.CancelledError:
+        if not gone:  # this handler itself is cancelled (shutdown)
+            raise
+        this.uncancel()  # the cancel was ours: answered as ClientDisconnected
+        raise ClientDisconnected from None
+    finally:
         watcher.cancel()
-        raise
-    watcher.cancel()
-    if task.done():
-        return task.result()  # the endpoint's reply, or its exception for the handlers
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)  # its pool requests are withdrawn
-    raise ClientDisconnected
+
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+
+
+def _validated(model: type[BaseModel], data: Any, where: str) -> BaseModel:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequestError(errors=[
+            {**e, "loc": (where, *e["loc"])}
+            for e in exc.errors(include_url=False, include_input=False)
+        ]) from None
+
+
+def _query_model(param: inspect.Parameter) -> type[BaseModel] | None:
+    """``Annotated[Model, Query()]``: the model, else None."""
+    args = get_args(param.annotation) if get_origin(param.annotation) is not None else ()
+    if (len(args) == 2 and isinstance(args[0], type) and issubclass(args[0], BaseModel)
+            and isinstance(args[1], Query)):
+        return args[0]
+    return None
 
 
 class LeanJSONRoute(APIRoute):
-    """For endpoints ``async def f(body: Model) -> ResponseModel`` (one JSON body parameter,
-    nothing else) whose dependencies take only the request."""
+    """For endpoints ``async def f(body: Model[, options: Annotated[Options, Query()]])
+    -> ResponseModel`` (one JSON body, optionally one model of URL options) whose
+    dependencies take only the request. ``lean_handler`` is what :class:`ExpressLane` calls."""
 
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        params = list(inspect.signature(self.endpoint).parameters.values())
+    lean_handler: Handler
+
+    def get_route_handler(self) -> Handler:
+        params = list(inspect.signature(self.endpoint, eval_str=True).parameters.values())
         body_field = self.body_field
         model = body_field.field_info.annotation if body_field is not None else None
-        if (len(params) != 1 or body_field is None or not isinstance(model, type)
-                or not issubclass(model, BaseModel) or params[0].name != body_field.name):
-            raise TypeError(f"LeanJSONRoute needs one pydantic body parameter: {self.path}")
+        options = _query_model(params[1]) if len(params) == 2 else None
+        if (len(params) != (1 if options is None else 2) or body_field is None
+                or not isinstance(model, type) or not issubclass(model, BaseModel)
+                or params[0].name != body_field.name):
+            raise TypeError(f"LeanJSONRoute needs one pydantic body parameter (and at most "
+                            f"one Query() model): {self.path}")
         response_model = self.response_model
         if not (isinstance(response_model, type) and issubclass(response_model, BaseModel)):
             raise TypeError(f"LeanJSONRoute needs a pydantic response_model: {self.path}")
         checks: list[Callable[[Request], Awaitable[None]]] = [
             d.dependency for d in self.dependencies if d.dependency is not None
         ]
-        endpoint: Callable[[BaseModel], Awaitable[Any]] = self.endpoint
+        endpoint: Callable[..., Awaitable[Any]] = self.endpoint
         serializer = response_model.__pydantic_serializer__
         status_code = self.status_code or 200
 
@@ -122,18 +166,46 @@ class LeanJSONRoute(APIRoute):
             if not _is_json(request.headers.get("content-type", "")):
                 raise InvalidRequestError.at(("body",), "Content-Type must be application/json",
                                              "content_type")
-            data = _decode(await request.body())
-            try:
-                body = model.model_validate(data)
-            except ValidationError as exc:
-                raise InvalidRequestError(errors=[
-                    {**e, "loc": ("body", *e["loc"])}
-                    for e in exc.errors(include_url=False, include_input=False)
-                ]) from None
-            result = await unless_disconnected(request, endpoint(body))
+            args = [_validated(model, _decode(await request.body()), "body")]
+            if options is not None:
+                args.append(_validated(options, dict(request.query_params), "query"))
+            result = await unless_disconnected(request, endpoint(*args))
             if isinstance(result, Response):
                 return result
             return Response(serializer.to_json(result), status_code=status_code,
                             media_type="application/json")
 
+        self.lean_handler = handler
         return handler
+
+
+ErrorResponder = Callable[[Request, Exception], Awaitable[Response]]
+
+
+class ExpressLane:
+    """ASGI middleware: ``POST`` to a :class:`LeanJSONRoute`'s exact path runs its handler
+    here; anything else goes on to the app. The route is put in the scope (as the router
+    would) so errors and metrics are labelled by its path template; errors the responder
+    does not know (a bug) propagate to Starlette's server-error middleware, as they would
+    from the router."""
+
+    def __init__(self, app: ASGIApp, *, routes: Iterable[BaseRoute],
+                 responder: ErrorResponder) -> None:
+        self.app = app
+        self.responder = responder
+        self.routes: dict[str, LeanJSONRoute] = {
+            r.path: r for r in routes if isinstance(r, LeanJSONRoute) and "POST" in r.methods
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route = self.routes.get(scope["path"]) if scope["type"] == "http" else None
+        if route is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        scope["route"] = route
+        request = Request(scope, receive, send)
+        try:
+            response = await route.lean_handler(request)
+        except Exception as exc:
+            response = await self.responder(request, exc)
+        await response(scope, receive, send)

@@ -102,6 +102,15 @@ class GetRewardRequest(BaseModel):
     )
 
 
+class GetRewardOptions(BaseModel):
+    """``/get_reward``'s options, in the URL (OpenRLHF posts only the body):
+    ``--remote_rm_url 'http://HOST:PORT/get_reward?scorer=gsm8k&timeout_s=10'``."""
+
+    scorer: str | None = Field(None, max_length=64, description="Scorer for every item.")
+    data_source: str | None = Field(None, max_length=256, description="Route as verl does.")
+    timeout_s: float | None = Field(None, gt=0, description="Deadline per item.")
+
+
 class GetRewardResponse(BaseModel):
     """What OpenRLHF reads: ``rewards``, ``scores`` and ``extra_logs`` (numbers, one per item)."""
 

@@ -1,17 +1,19 @@
 """The one place errors become HTTP answers.
 
 Every error of the service is a :class:`~reward_service.errors.RewardServiceError` that knows
-its status code, public detail and headers; :func:`render` turns one into a JSON answer and
-counts it in ``reward_http_requests_total`` under the *route template* (never the raw URL
-path: 12k distinct 404 paths must not grow ``/metrics`` without bound). FastAPI's and
+its status code, public detail and headers; :func:`error_responder` turns one into a JSON
+answer and counts it in ``reward_http_requests_total`` under the *route template* (never the
+raw URL path: 12k distinct 404 paths must not grow ``/metrics`` without bound). FastAPI's and
 Starlette's own errors (validation, 404, 405, undecodable bodies) are translated into the
-tree first, so there is one renderer for all of them.
+tree first, so there is one renderer for all of them. It answers for FastAPI's exception
+handlers, for :class:`~reward_service.routing.ExpressLane` and for the body limits
+(``api/guards.py``), which refuse a request before any route is matched.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -24,9 +26,9 @@ from reward_service.errors import (
     RewardServiceError,
 )
 from reward_service.metrics import Metrics
-from reward_service.routing import body_error
+from reward_service.routing import ErrorResponder, body_error
 
-__all__ = ["install_error_handlers", "route_label"]
+__all__ = ["error_responder", "install_error_handlers", "route_label"]
 
 log = logging.getLogger(__name__)
 
@@ -51,34 +53,46 @@ class _HTTPError(RequestError):
         return self._headers
 
 
-def install_error_handlers(app: FastAPI, metrics: Metrics, *, retry_after_s: int) -> None:
+def error_responder(metrics: Metrics, *, retry_after_s: int,
+                    paths: Collection[str]) -> ErrorResponder:
+    """The one renderer: an error of the tree, or FastAPI's/Starlette's own, becomes its JSON
+    answer; anything else (a bug) is raised again, for Starlette's 500. ``paths``: the app's
+    route paths, to label a request refused before routing (the body limits) by its route."""
+    static = frozenset(p for p in paths if "{" not in p)
+
+    def label(request: Request) -> str:
+        matched = route_label(request)
+        path = request.scope.get("path", "")
+        return path if matched == "unmatched" and path in static else matched
+
     def render(request: Request, exc: RewardServiceError) -> Response:
         code = exc.status_code
-        metrics.http_requests.labels(route=route_label(request), code=str(code)).inc()
+        route = label(request)
+        metrics.http_requests.labels(route=route, code=str(code)).inc()
         if code == 499:  # nobody reads it
             return Response(status_code=499)
         if code == 500:
-            log.error("request failed", extra={"route": route_label(request), "error": repr(exc)})
+            log.error("request failed", extra={"route": route, "error": repr(exc)})
         return JSONResponse({"detail": exc.detail()}, status_code=code,
                             headers=exc.headers(retry_after_s=retry_after_s))
 
-    async def on_service_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RewardServiceError)
-        return render(request, exc)
+    async def respond(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, RewardServiceError):
+            return render(request, exc)
+        if isinstance(exc, RequestValidationError):
+            # FastAPI's default echoes the offending input, which may be megabytes: never
+            errors = [{"loc": e.get("loc", ()), "msg": e.get("msg", ""), "type": e.get("type")}
+                      for e in exc.errors()[:20]]
+            return render(request, InvalidRequestError(errors=errors))
+        if isinstance(exc, StarletteHTTPException):
+            if exc.status_code == 400:  # FastAPI's "error parsing the body", from the cause
+                return render(request, InvalidRequestError(body_error(exc.__cause__)))
+            return render(request, _HTTPError(exc.status_code, str(exc.detail), exc.headers))
+        raise exc
 
-    async def on_validation(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, RequestValidationError)
-        # FastAPI's default echoes the offending input, which may be megabytes: never do that
-        errors = [{"loc": e.get("loc", ()), "msg": e.get("msg", ""), "type": e.get("type")}
-                  for e in exc.errors()[:20]]
-        return render(request, InvalidRequestError(errors=errors))
+    return respond
 
-    async def on_http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        if exc.status_code == 400:  # FastAPI's "error parsing the body", raised from the cause
-            return render(request, InvalidRequestError(body_error(exc.__cause__)))
-        return render(request, _HTTPError(exc.status_code, str(exc.detail), exc.headers))
 
-    app.add_exception_handler(RewardServiceError, on_service_error)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
+def install_error_handlers(app: FastAPI, respond: ErrorResponder) -> None:
+    for kind in (RewardServiceError, RequestValidationError, StarletteHTTPException):
+        app.add_exception_handler(kind, respond)

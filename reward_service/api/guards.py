@@ -6,11 +6,17 @@ import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
 
-from fastapi.responses import JSONResponse
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from reward_service.errors import UnauthorizedError
+from reward_service.errors import (
+    BodyTimeoutError,
+    OverloadedError,
+    RequestTooLargeError,
+    RewardServiceError,
+    UnauthorizedError,
+)
+from reward_service.routing import ErrorResponder
 
 __all__ = ["BodyLimitMiddleware", "bearer_check"]
 
@@ -38,15 +44,17 @@ class BodyLimitMiddleware:
       (six concurrent 55 MB bodies took the server to 725 MB before this bound);
     * no progress on a body for ``body_timeout_s`` → 408 (a client that stops sending
       holds its reservation only that long).
+
+    Its refusals are answered and counted by the one renderer (``responder``).
     """
 
     def __init__(self, app: ASGIApp, max_bytes: int, *, budget_bytes: int,
-                 body_timeout_s: float, retry_after_s: int) -> None:
+                 body_timeout_s: float, responder: ErrorResponder) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.budget_bytes = budget_bytes
         self.body_timeout_s = body_timeout_s
-        self.retry_after_s = retry_after_s
+        self.responder = responder
         self.in_flight = 0  # bytes of bodies reserved by requests now being read or handled
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -60,7 +68,7 @@ class BodyLimitMiddleware:
                 except ValueError:
                     too_big = False
                 if too_big:
-                    await self._answer(send, 413, f"request body larger than {self.max_bytes} bytes")
+                    await self._refuse(scope, send, self._too_large())
                     return
         body = bytearray()
         reserved = 0
@@ -70,21 +78,21 @@ class BodyLimitMiddleware:
                 try:
                     message = await asyncio.wait_for(receive(), self.body_timeout_s)
                 except TimeoutError:
-                    await self._answer(send, 408, "request body not received within "
-                                                  f"{self.body_timeout_s:g}s", close=True)
+                    await self._refuse(scope, send, BodyTimeoutError(
+                        f"request body not received within {self.body_timeout_s:g}s"))
                     return
                 if message["type"] == "http.disconnect":
                     return
                 body += message.get("body", b"")
                 more = message.get("more_body", False)
                 if len(body) > self.max_bytes:
-                    await self._answer(send, 413, f"request body larger than {self.max_bytes} bytes")
+                    await self._refuse(scope, send, self._too_large())
                     return
                 grow = len(body) - reserved
                 if grow:
                     if self.in_flight + grow > self.budget_bytes:
-                        await self._answer(send, 503, "too many request bytes in flight; retry",
-                                           retry=True)
+                        await self._refuse(scope, send, OverloadedError(
+                            "too many request bytes in flight; retry"))
                         return
                     self.in_flight += grow
                     reserved += grow
@@ -101,12 +109,13 @@ class BodyLimitMiddleware:
         finally:
             self.in_flight -= reserved
 
-    async def _answer(self, send: Send, code: int, detail: str, *, retry: bool = False,
-                      close: bool = False) -> None:
-        headers = {"Retry-After": str(self.retry_after_s)} if retry else {}
-        if close:
-            headers["Connection"] = "close"
-        response = JSONResponse({"detail": detail}, status_code=code, headers=headers)
-        await send({"type": "http.response.start", "status": code,
-                    "headers": response.raw_headers})
-        await send({"type": "http.response.body", "body": response.body})
+    def _too_large(self) -> RequestTooLargeError:
+        return RequestTooLargeError(f"request body larger than {self.max_bytes} bytes")
+
+    async def _refuse(self, scope: Scope, send: Send, exc: RewardServiceError) -> None:
+        async def nothing() -> Message:  # the body is not read again
+            return {"type": "http.disconnect"}
+
+        response = await self.responder(Request(scope, nothing), exc)
+        await response(scope, nothing, send)
+

@@ -7,14 +7,16 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+import orjson
+from fastapi import APIRouter, Query
 from fastapi.params import Depends
+from starlette.responses import Response
 
 from reward_service.batcher import Job
 from reward_service.compat import CompatError, openrlhf_items
 from reward_service.errors import RequestTooLargeError
-from reward_service.routing import unless_disconnected
-from reward_service.schemas import GetRewardRequest, GetRewardResponse
+from reward_service.routing import LeanJSONRoute
+from reward_service.schemas import GetRewardOptions, GetRewardRequest, GetRewardResponse
 from reward_service.scorers.base import Verdict
 from reward_service.scorers.registry import resolve_scorer
 from reward_service.scorers.rules import RULE_KEYS, rule_flags
@@ -38,11 +40,12 @@ def _rule_logs(reasons: list[str | None]) -> dict[str, list[float]]:
     return {key: [f[key] for f in flags] for key in RULE_KEYS}
 
 
-async def get_reward(service: ScoringService, body: GetRewardRequest, *, scorer: str | None,
-                     data_source: str | None, timeout_s: float | None) -> GetRewardResponse:
+async def get_reward(service: ScoringService, body: GetRewardRequest,
+                     options: GetRewardOptions) -> bytes:
+    """The ``GetRewardResponse`` for ``body``, as JSON bytes (plain dicts, orjson)."""
     t0 = time.perf_counter()
-    timeout = service.open(len(body.query), timeout_s)
-    name = resolve_scorer(scorer, data_source)  # unknown → 422
+    timeout = service.open(len(body.query), options.timeout_s)
+    name = resolve_scorer(options.scorer, options.data_source)  # unknown → 422
     max_chars = service.settings.max_response_chars
     for i, query in enumerate(body.query):
         if len(query) > max_chars:  # checked on the query as sent, before any work on it
@@ -75,9 +78,8 @@ async def get_reward(service: ScoringService, body: GetRewardRequest, *, scorer:
     for r, e in zip(results, extracted, strict=True):  # how an unusual item was located
         r["reason"] = r["reason"] or e.reason
     service.done("get_reward", t0)
-    return GetRewardResponse.model_validate({
-        "rewards": rewards, "scores": rewards, "extra_logs": logs,
-        "statuses": service.statuses(statuses), "results": results})
+    return orjson.dumps({"rewards": rewards, "scores": rewards, "extra_logs": logs,
+                         "statuses": service.statuses(statuses), "results": results})
 
 
 def misconfigured(service: ScoringService, route: str, exc: CompatError) -> CompatError:
@@ -93,28 +95,21 @@ def misconfigured(service: ScoringService, route: str, exc: CompatError) -> Comp
 def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRouter:
     r = APIRouter()
 
-    @r.post(
-        "/get_reward", dependencies=list(dependencies), response_model=GetRewardResponse,
-        summary="OpenRLHF remote reward: --remote_rm_url http://HOST:PORT/get_reward",
-        responses=COMPAT_RESPONSES,
-    )
-    async def get_reward_route(
-        body: GetRewardRequest,
-        request: Request,
-        scorer: Annotated[str | None, Query(max_length=64,
-                                            description="Scorer for every item.")] = None,
-        data_source: Annotated[str | None, Query(max_length=256,
-                                                 description="Route as verl does.")] = None,
-        timeout_s: Annotated[float | None, Query(gt=0, description="Deadline per item.")] = None,
-    ) -> GetRewardResponse:
+    async def get_reward_route(body: GetRewardRequest,
+                               options: Annotated[GetRewardOptions, Query()]) -> Response:
         """``{"query", "prompts", "labels"}`` → ``{"rewards", "scores", "extra_logs"}``.
 
         Options go in the URL, since OpenRLHF posts only the body:
         ``--remote_rm_url 'http://HOST:PORT/get_reward?scorer=gsm8k&timeout_s=10'``.
         """
-        # a batch route like /v1/score: a client that is gone must not keep workers busy
-        reply: GetRewardResponse = await unless_disconnected(request, get_reward(
-            service, body, scorer=scorer, data_source=data_source, timeout_s=timeout_s))
-        return reply
+        # a GetRewardResponse, serialised directly (the schema is the route's response_model)
+        return Response(await get_reward(service, body, options), media_type="application/json")
 
+    r.add_api_route(
+        "/get_reward", get_reward_route, methods=["POST"], response_model=GetRewardResponse,
+        dependencies=list(dependencies),
+        route_class_override=LeanJSONRoute,  # per-sample traffic: see reward_service/routing.py
+        summary="OpenRLHF remote reward: --remote_rm_url http://HOST:PORT/get_reward",
+        responses=COMPAT_RESPONSES,
+    )
     return r

@@ -67,6 +67,7 @@ class WorkerPool:
         self._started = False
         self._watchdog: asyncio.Task[None] | None = None
         self._changed: asyncio.Event | None = None  # set at each change while someone waits
+        self._pump_soon = False  # a _pump is scheduled for the end of this loop turn
         self._no_worker_since: float | None = None
         self._watch_error: str | None = None  # what the last tick failed on, if it did
         self._watch_errors = 0
@@ -210,7 +211,9 @@ class WorkerPool:
         for size in chunk_sizes(n, self._s.chunk_size, self._s.workers):
             self._queue.push(Chunk(pendings[i : i + size]))
             i += size
-        self._pump()
+        if not self._pump_soon:  # requests that arrive in the same loop turn share messages
+            self._pump_soon = True
+            asyncio.get_running_loop().call_soon(self._pump)
         try:
             await req.done
         except asyncio.CancelledError:
@@ -223,8 +226,11 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ dispatch
     def _pump(self) -> None:
-        """Give queued chunks to the least-busy active workers, each chunk from the request
-        with the fewest items on workers (``FairQueue``)."""
+        """Give queued work to the least-busy active workers, least-served request first
+        (``FairQueue``), packed: one message per worker takes chunks of several requests,
+        up to an even share of what is queued (``_pack_size``), so 256 one-item requests
+        cost a few pipe round trips, not 256."""
+        self._pump_soon = False
         limit = self._s.chunks_in_flight
         while len(self._queue):
             free = [
@@ -233,12 +239,32 @@ class WorkerPool:
             if not free:
                 return
             w = min(free, key=lambda x: len(x.inflight))
-            chunk = self._queue.pop()
-            if chunk is None:
+            items = self._pack(self._pack_size(len(free)))
+            if items is None:
                 return
-            chunk.items = [p for p in chunk.items if p.wanted]
-            if chunk.items:
-                self._send(w, chunk)
+            if items:
+                self._send(w, Chunk(items))
+
+    def _pack_size(self, free_workers: int) -> int:
+        """Items for the next message: an even share of the queue over the free workers, at
+        most ``chunk_size``."""
+        return max(1, min(self._s.chunk_size, -(-self._queue.items // max(1, free_workers))))
+
+    def _pack(self, size: int) -> list[Pending] | None:
+        """Up to ``size`` wanted items, a chunk from each request in least-served order (one
+        request alone keeps its own chunking); None when nothing is queued."""
+        items: list[Pending] = []
+        packed: set[Request] = set()
+        while len(items) < size:
+            chunk = self._queue.pop(size - len(items) if items else None, packed)
+            if chunk is None:
+                return items if packed else None
+            packed.add(chunk.req)
+            wanted = [p for p in chunk.items if p.wanted]
+            for p in wanted:
+                p.req.on_workers += 1  # before the next pop: it picks the least served
+            items += wanted
+        return items
 
     def _send(self, w: Worker, chunk: Chunk) -> None:
         items = []
@@ -249,7 +275,6 @@ class WorkerPool:
         if not w.inflight:
             w.since = time.monotonic()
         w.inflight.append(chunk)
-        chunk.req.on_workers += len(chunk.items)
         assert w.ch is not None
         w.ch.send({"op": "score", "items": items})
         self._notify()
@@ -283,7 +308,8 @@ class WorkerPool:
         rest: list[Pending] = []
         for chunk in w.inflight:
             held = chunk.items[chunk.done :]
-            chunk.req.on_workers -= len(held)
+            for p in held:
+                p.req.on_workers -= 1
             rest.extend(p for p in held if p is not culprit)
         w.inflight.clear()
         w.by_seq.clear()
