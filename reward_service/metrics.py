@@ -25,6 +25,11 @@ class Metrics:
             "reward_batch_items", "Items per scoring request",
             buckets=(1, 8, 32, 128, 512, 2048, 8192, 32768), registry=r,
         )
+        self.message_items = Histogram(
+            "reward_worker_message_items",
+            "Items per message to a worker (small requests arriving together share one)",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), registry=r,
+        )
         self.items = Counter(
             "reward_items_total", "Scored items by scorer and status", ["scorer", "status"],
             registry=r,

@@ -219,10 +219,27 @@ def test_20mb_response_gets_413(client: httpx.Client) -> None:
     assert "response" in r.json()["detail"]
 
 
+def _counted(client: httpx.Client, route: str, code: int) -> float:
+    """``reward_http_requests_total{route, code}`` as /metrics shows it now."""
+    want = f'reward_http_requests_total{{code="{code}",route="{route}"}} '
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(want):
+            return float(line[len(want):])
+    return 0.0
+
+
 def test_body_over_limit_gets_413_before_parsing(client: httpx.Client) -> None:
+    """Refused by the body limit, before any route runs, and still answered and counted by
+    the one renderer under the route's template (they were not counted at all)."""
+    before = _counted(client, "/v1/score", 413)
     r = client.post("/v1/score", content=b"x" * (65 * 1024 * 1024),
                     headers={"content-type": "application/json"})
     assert r.status_code == 413
+    assert "larger than" in r.json()["detail"]
+    assert _counted(client, "/v1/score", 413) == before + 1
+    before = _counted(client, "unmatched", 413)
+    r = client.post("/no/such/route", content=b"x" * (65 * 1024 * 1024))
+    assert r.status_code == 413 and _counted(client, "unmatched", 413) == before + 1
 
 
 def test_health_ready_info_metrics(client: httpx.Client) -> None:

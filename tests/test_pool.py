@@ -381,6 +381,29 @@ def test_a_small_request_is_not_stuck_behind_another_requests_hostile_batch() ->
     _run(scenario)
 
 
+def test_one_item_requests_arriving_together_share_worker_messages() -> None:
+    """OpenRLHF/slime send one sample per request. 64 such requests submitted in one loop
+    turn go to the workers as a few packed messages (an even share each), every one answered
+    right; the control, the same requests one after another, costs a message per item."""
+
+    async def scenario(pool: WorkerPool) -> None:
+        await _capacity(pool, 2, 1)
+        tasks, expected = _items(64)
+        sent = pool.messages_sent
+        outs = await asyncio.gather(*(pool.submit([t]) for t in tasks))
+        packed = pool.messages_sent - sent
+        assert [o.verdict.status for (o,) in outs] == expected
+        assert packed <= 8, packed  # 64 items over 2 free workers: 32 + 32, or a few more
+
+        sent = pool.messages_sent
+        for t, want in zip(tasks, expected, strict=True):  # control: nothing to pack with
+            (o,) = await pool.submit([t])
+            assert o.verdict.status == want
+        assert pool.messages_sent - sent == 64
+
+    _run(scenario)
+
+
 def _result_pipe(pid: int) -> str:
     """``/proc/PID/fd/N`` of a worker's result pipe (its one write-only pipe past stderr).
 

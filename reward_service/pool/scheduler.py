@@ -60,6 +60,8 @@ class WorkerPool:
     def __init__(self, settings: Settings, *, metrics: Metrics | None = None) -> None:
         self._s = settings
         self._crew = Crew(settings, self, metrics=metrics)
+        self._message_items = metrics.message_items if metrics is not None else None
+        self.messages_sent = 0  # score messages sent to workers (tests read it)
         self._queue = FairQueue()
         self._seq = itertools.count()
         self._outstanding = 0
@@ -277,6 +279,9 @@ class WorkerPool:
         w.inflight.append(chunk)
         assert w.ch is not None
         w.ch.send({"op": "score", "items": items})
+        self.messages_sent += 1
+        if self._message_items is not None:
+            self._message_items.observe(len(items))
         self._notify()
 
     def _resolve(self, p: Pending, verdict: Verdict, elapsed: float) -> None:

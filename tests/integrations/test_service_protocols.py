@@ -142,7 +142,10 @@ def test_openrlhf_options_in_the_url(client: httpx.Client) -> None:
     r = openrlhf_post(client, data, "/get_reward?data_source=openai/gsm8k")
     assert r.json()["results"][0]["scorer"] == "gsm8k"
     assert openrlhf_post(client, data, "/get_reward?scorer=nope").status_code == 422
-    assert openrlhf_post(client, data, "/get_reward?timeout_s=-1").status_code == 422
+    r = openrlhf_post(client, data, "/get_reward?timeout_s=-1")
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "timeout_s"]
+    r = openrlhf_post(client, data, "/get_reward?scorer=" + "x" * 65)  # not echoed whole
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "scorer"]
     assert openrlhf_post(client, data, "/get_reward?timeout_s=100000").status_code == 422
 
 
