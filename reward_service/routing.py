@@ -41,6 +41,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, get_args, get_origin
+from urllib.parse import parse_qsl
 
 import orjson
 from fastapi.params import Query
@@ -168,7 +169,9 @@ class LeanJSONRoute(APIRoute):
                                              "content_type")
             args = [_validated(model, _decode(await request.body()), "body")]
             if options is not None:
-                args.append(_validated(options, dict(request.query_params), "query"))
+                query = request.scope["query_string"].decode("latin-1")
+                args.append(_validated(options, dict(parse_qsl(query, keep_blank_values=True)),
+                                       "query"))
             result = await unless_disconnected(request, endpoint(*args))
             if isinstance(result, Response):
                 return result

@@ -63,6 +63,7 @@ class ScoringService:
         self.metrics = metrics
         self._batcher = Batcher(pool, cache_items=settings.cache_items, metrics=metrics)
         self._versions = {name: sc.version for name, sc in SCORERS.items()}
+        self._done_metrics: dict[str, tuple[Any, Any]] = {}  # route -> its labelled children
 
     # ------------------------------------------------------------------ validation
     def open(self, n: int, timeout_s: float | None) -> float:
@@ -144,5 +145,8 @@ class ScoringService:
 
     def done(self, route: str, t0: float) -> None:
         """Count a request answered with 200 and its latency."""
-        self.metrics.request_seconds.labels(route=route).observe(time.perf_counter() - t0)
-        self.metrics.http_requests.labels(route=route, code="200").inc()
+        seconds, answered = self._done_metrics.get(route) or self._done_metrics.setdefault(
+            route, (self.metrics.request_seconds.labels(route=route),
+                    self.metrics.http_requests.labels(route=route, code="200")))
+        seconds.observe(time.perf_counter() - t0)
+        answered.inc()

@@ -75,8 +75,9 @@ class BodyLimitMiddleware:
         try:
             more = True
             while more:
-                try:
-                    message = await asyncio.wait_for(receive(), self.body_timeout_s)
+                try:  # a timeout scope, not wait_for: that wraps receive() in a new task
+                    async with asyncio.timeout(self.body_timeout_s):
+                        message = await receive()
                 except TimeoutError:
                     await self._refuse(scope, send, BodyTimeoutError(
                         f"request body not received within {self.body_timeout_s:g}s"))
