@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bench import scenarios as sc
@@ -98,46 +100,82 @@ def _plain(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return _passes(svc, rows)
 
 
-def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    import ray
-    from ray import serve
-
+def import_reward_app() -> Any:
+    """deploy/ray/reward_app.py as a module (its directory is not a package)."""
     sys.path.insert(0, str(APP_DIR))
     try:
         import reward_app
     finally:
         sys.path.remove(str(APP_DIR))
-    port = free_port()
-    t0 = time.monotonic()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"working_dir": str(APP_DIR)})
+    return reward_app
+
+
+def _start_proxy(port: int) -> bool:
+    """``serve.start`` on ``port``: True when Serve's proxy bound it, False when it could not
+    (another process bound the port first; ``serve.start`` waits for the proxy's ready)."""
+    from ray import serve
+    from ray.exceptions import RayTaskError
+
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
-                    "log_level": "warning"}
-        serve.run(reward_app.build_app({"settings": settings, "num_replicas": 2}),
-                  name="reward-bench", route_prefix="/", blocking=False)
+    except RayTaskError as exc:
+        if "Failed to bind" not in str(exc):
+            raise
+        return False
+    return True
+
+
+@contextmanager
+def local_serve(app: Any, name: str, *, pick_port: Callable[[], int] = free_port,
+                attempts: int = 4, ready_timeout_s: float = 300.0) -> Iterator[str]:
+    """A local Ray (2 CPUs, no dashboard), Serve's HTTP proxy on a loopback port and ``app``
+    deployed as ``name``; yields its base URL once ``/readyz`` answers 200, and shuts Serve
+    and Ray down on exit. A port found free can be taken by another process before the proxy
+    binds it: then the proxy never becomes healthy, and Serve restarts on a fresh port."""
+    import httpx
+    import ray
+    from ray import serve
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"working_dir": str(APP_DIR)})  # replicas import reward_app from here
+    try:
+        for _ in range(attempts):
+            port = pick_port()
+            if _start_proxy(port):
+                break
+            serve.shutdown()
+        else:
+            raise RuntimeError(f"Serve's proxy did not bind any of {attempts} ports")
+        serve.run(app, name=name, route_prefix="/", blocking=False)
         url = f"http://127.0.0.1:{port}"
 
         def ready() -> bool:
-            import httpx
-
             try:
                 return httpx.get(url + "/readyz", timeout=2.0).status_code == 200
             except httpx.HTTPError:
                 return False
 
-        if not wait_until(ready, timeout_s=300, interval_s=0.5):
+        if not wait_until(ready, timeout_s=ready_timeout_s, interval_s=0.2):
             raise RuntimeError(f"Serve app not ready: {serve.status()}")
+        yield url
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    reward_app = import_reward_app()
+    settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
+                "log_level": "warning"}
+    app = reward_app.build_app({"settings": settings, "num_replicas": 2})
+    t0 = time.monotonic()
+    with local_serve(app, "reward-bench") as url:
         started = time.monotonic() - t0
         target = _Url(url)
         sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
         out = _passes(target, rows)
         out["start_s"] = started
         return out
-    finally:
-        serve.shutdown()
-        ray.shutdown()
 
 
 def run(ctx: Context) -> dict[str, Any]:
