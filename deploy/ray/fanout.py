@@ -71,6 +71,12 @@ def merge_replies(replies: list[bytes], elapsed_s: float) -> bytes:
                          "elapsed_s": elapsed_s})
 
 
+def _app_path(scope: Scope) -> str:
+    """The request's path within the app (Serve's route prefix, in ``root_path``, removed)."""
+    path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))
+    return path[len(root):] if root and path.startswith(root) else path
+
+
 def _scope(path: str, headers: Headers, length: int) -> Scope:
     kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
     return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
@@ -157,7 +163,7 @@ class FanOut:
 
     def _length(self, scope: Scope) -> int | None:
         """Content-Length of a score POST small enough to buffer here, else None."""
-        if scope.get("method") != "POST" or scope.get("path") not in SCORE_PATHS:
+        if scope.get("method") != "POST" or _app_path(scope) not in SCORE_PATHS:
             return None
         if scope.get("query_string"):
             return None
@@ -175,7 +181,7 @@ class FanOut:
         parts = split_body(body, self.parts, self.min_part, self.max_items)
         if parts is None:
             return None
-        path, headers = scope["path"], list(scope.get("headers", ()))
+        path, headers = _app_path(scope), list(scope.get("headers", ()))
         replies = await asyncio.gather(
             call_app(self.app, path, headers, parts[0]),
             *(self.remote(path, headers, p) for p in parts[1:]), return_exceptions=True)
