@@ -32,7 +32,7 @@ def _pcts(xs: Sequence[float]) -> dict[str, float]:
     return {"p50": q[49], "p90": q[89], "p99": q[98]}
 
 
-def _score_one(conn: http.client.HTTPConnection, item: dict[str, Any]) -> tuple[float, ...]:
+def score_one(conn: http.client.HTTPConnection, item: dict[str, Any]) -> tuple[float, ...]:
     """(round trip, server, worker) in ms for one single-item request."""
     body = orjson.dumps({"items": [item]})
     t0 = time.perf_counter()
@@ -59,7 +59,7 @@ def _healthz(conn: http.client.HTTPConnection) -> float:
 def _pass(conn: http.client.HTTPConnection, items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     rtt, server, worker, floor = [], [], [], []
     for item in items:
-        a, b, c = _score_one(conn, item)
+        a, b, c = score_one(conn, item)
         rtt.append(a)
         server.append(b)
         worker.append(c)
@@ -86,7 +86,7 @@ def run(ctx: Context) -> dict[str, Any]:
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
         try:
             for r in ctx.warm_rows[:50]:  # connection up, workers warm
-                _score_one(conn, {"response": r["response"], "ground_truth": r["gold"]})
+                score_one(conn, {"response": r["response"], "ground_truth": r["gold"]})
             corpus = _pass(conn, items)
             trivial = _pass(conn, [TRIVIAL] * n)
         finally:
