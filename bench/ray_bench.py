@@ -1,23 +1,29 @@
 """The Ray Serve app (deploy/ray/) with 2 replicas of 1 worker against the plain service with 2
 workers: same rows, same run, the plain service measured right before and right after.
 
-Two client patterns: the trainer's default (``RewardClient``: 4096 items per call as
-512-item requests, 4 in flight) and one 512-item request after another. Serve routes a whole
-request to one replica, so the second pattern leaves one replica (one worker) idle while the
-plain service splits each request over both workers. Where the difference goes: the CPU
-seconds each kind of process used during the pass (this process's descendants, from
-``/proc``): workers, the server(s) (the FastAPI process, or the Serve replicas), Serve's
-HTTP proxy and Ray's own daemons.
+Two client patterns, each on its own half of the rows (no pass replays rows a service has
+parsed): the trainer's default (``RewardClient``: 4096 items per call as 512-item requests, 4
+in flight) and one 512-item request after another. Serve routes a whole request to one
+replica; the app splits a large request over the replicas itself (``deploy/ray/fanout.py``).
+Where the difference goes: the CPU seconds each kind of process used during the pass (this
+process's descendants, from ``/proc``): workers, the server(s) (the FastAPI process, or the
+Serve replicas), Serve's HTTP proxy and Ray's own daemons; how busy the workers were; and the
+round trip of one single-item request through each service (the fixed cost per request).
 """
 
 from __future__ import annotations
 
+import http.client
 import os
+import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bench import scenarios as sc
+from bench.overhead_bench import TRIVIAL, score_one
 from bench.sections import Context, Section
 from tests.helpers import ROOT, descendants_of, free_port, wait_until
 
@@ -81,14 +87,32 @@ class _Url:
         self.url = url
 
 
+PATTERNS = (("client_defaults", {"batch": 4096, "chunk": 512, "in_flight": 4}),
+            ("sequential_512", {"batch": 512}))
+
+
+def _floor_ms(url: str, n: int = 50) -> float:
+    """p50 round trip of a trivial single-item request (``overhead_bench.TRIVIAL``, scored in
+    about 0.1 ms) on one keep-alive connection: the fixed cost of one request."""
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        return statistics.median(score_one(conn, TRIVIAL)[0] for _ in range(n))
+    finally:
+        conn.close()
+
+
 def _passes(target: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out = {}
-    for name, kwargs in (("client_defaults", {"batch": 4096, "chunk": 512, "in_flight": 4}),
-                         ("sequential_512", {"batch": 512})):
+    """Each pattern on its own half of ``rows`` (a second pass on the same rows would replay
+    what the workers' memos already hold), then the single-item floor."""
+    out: dict[str, Any] = {}
+    half = len(rows) // 2
+    for (name, kwargs), part in zip(PATTERNS, (rows[:half], rows[half:]), strict=True):
         t0 = _descendants()
-        r = sc.service_throughput(target, rows, timeout_s=None, **kwargs)
+        r = sc.service_throughput(target, part, timeout_s=None, **kwargs)
         out[name] = {"items_s": r["items_s"], "seconds": r["seconds"],
                      "cpu_s": _cpu_by_role(t0, _descendants()), "verdicts": r["verdicts"]}
+    out["floor_ms"] = _floor_ms(target.url)
     return out
 
 
@@ -98,46 +122,87 @@ def _plain(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return _passes(svc, rows)
 
 
-def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    import ray
-    from ray import serve
-
+def import_reward_app() -> Any:
+    """deploy/ray/reward_app.py as a module (its directory is not a package)."""
     sys.path.insert(0, str(APP_DIR))
     try:
         import reward_app
     finally:
         sys.path.remove(str(APP_DIR))
-    port = free_port()
-    t0 = time.monotonic()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"working_dir": str(APP_DIR)})
+    return reward_app
+
+
+def _start_proxy(port: int) -> bool:
+    """``serve.start`` on ``port``: True when Serve's proxy bound it, False when it could not
+    (another process bound the port first; ``serve.start`` waits for the proxy's ready)."""
+    from ray import serve
+    from ray.exceptions import RayTaskError
+
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
-        settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
-                    "log_level": "warning"}
-        serve.run(reward_app.build_app({"settings": settings, "num_replicas": 2}),
-                  name="reward-bench", route_prefix="/", blocking=False)
+    except RayTaskError as exc:
+        if "Failed to bind" not in str(exc):
+            raise
+        return False
+    return True
+
+
+@contextmanager
+def local_serve(app: Any, name: str, *, pick_port: Callable[[], int] = free_port,
+                attempts: int = 4, ready_timeout_s: float = 300.0) -> Iterator[str]:
+    """A local Ray (2 CPUs, no dashboard), Serve's HTTP proxy on a loopback port and ``app``
+    deployed as ``name``; yields its base URL once ``/readyz`` answers 200, and shuts Serve
+    and Ray down on exit. A port found free can be taken by another process before the proxy
+    binds it: then the proxy never becomes healthy, and Serve restarts on a fresh port."""
+    import httpx
+    import ray
+    from ray import serve
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"working_dir": str(APP_DIR)})  # replicas import reward_app from here
+    try:
+        for _ in range(attempts):
+            port = pick_port()
+            if _start_proxy(port):
+                break
+            serve.shutdown()
+        else:
+            raise RuntimeError(f"Serve's proxy did not bind any of {attempts} ports")
+        serve.run(app, name=name, route_prefix="/", blocking=False)
         url = f"http://127.0.0.1:{port}"
 
         def ready() -> bool:
-            import httpx
-
             try:
                 return httpx.get(url + "/readyz", timeout=2.0).status_code == 200
             except httpx.HTTPError:
                 return False
 
-        if not wait_until(ready, timeout_s=300, interval_s=0.5):
+        if not wait_until(ready, timeout_s=ready_timeout_s, interval_s=0.2):
             raise RuntimeError(f"Serve app not ready: {serve.status()}")
+        yield url
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    reward_app = import_reward_app()
+    settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
+                "log_level": "warning"}
+    app = reward_app.build_app({"settings": settings, "num_replicas": 2})
+    t0 = time.monotonic()
+    with local_serve(app, "reward-bench") as url:
         started = time.monotonic() - t0
         target = _Url(url)
         sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
         out = _passes(target, rows)
         out["start_s"] = started
         return out
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+
+
+def _busy(p: dict[str, Any]) -> float:
+    """Share of the pass the 2 workers spent on CPU (their CPU seconds / 2 x wall)."""
+    return sum(v for k, v in p["cpu_s"].items() if k.startswith("workers")) / (2 * p["seconds"])
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -148,8 +213,10 @@ def run(ctx: Context) -> dict[str, Any]:
     serve_out = _ray(ctx, rows)
     ctx.log("ray serve: plain service again ...")
     last = _plain(ctx, rows)
-    out: dict[str, Any] = {"rows": len(rows), "start_s": serve_out.pop("start_s")}
-    for name in ("client_defaults", "sequential_512"):
+    out: dict[str, Any] = {"rows": len(rows), "start_s": serve_out.pop("start_s"),
+                           "plain_floor_ms": [first["floor_ms"], last["floor_ms"]],
+                           "ray_floor_ms": serve_out["floor_ms"]}
+    for name, _ in PATTERNS:
         plain = (first[name]["items_s"] + last[name]["items_s"]) / 2
         ray_pass = serve_out[name]
         out[name] = {
@@ -157,6 +224,7 @@ def run(ctx: Context) -> dict[str, Any]:
             "ray_items_s": ray_pass["items_s"], "ratio": ray_pass["items_s"] / plain,
             "plain_cpu_s": first[name]["cpu_s"], "ray_cpu_s": ray_pass["cpu_s"],
             "plain_seconds": first[name]["seconds"], "ray_seconds": ray_pass["seconds"],
+            "workers_busy": [_busy(first[name]), _busy(ray_pass)],
             "mismatches": sum(a != b for a, b in zip(ray_pass["verdicts"],
                                                      first[name]["verdicts"], strict=True))}
     return out
@@ -166,9 +234,13 @@ def report(r: dict[str, Any]) -> str:
     lines = [f"""## Ray Serve: 2 replicas x 1 worker vs the plain service with 2 workers
 
 {r['rows']} corpus rows, one run: the plain service, then the Serve app (local Ray, 2 CPUs;
-ready {r['start_s']:.0f} s after `ray.init`), then the plain service again; ratio = Serve /
-mean of the two plain passes. CPU seconds by process kind during each pass (the plain pass is
-the first one).
+ready {r['start_s']:.0f} s after `ray.init`; a large request split over both replicas,
+`deploy/ray/fanout.py`), then the plain service again; each client pattern on its own half of
+the rows; ratio = Serve / mean of the two plain passes. CPU seconds by process kind during
+each pass (the plain pass is the first one); workers busy = their CPU / (2 x wall).
+One trivial single-item request (p50, keep-alive `http.client`): plain
+{r['plain_floor_ms'][0]:.1f} / {r['plain_floor_ms'][1]:.1f} ms, through Serve
+{r['ray_floor_ms']:.1f} ms.
 
 | client pattern | plain items/s (before, after) | Serve items/s | Serve / plain | verdict mismatches |
 |---|---:|---:|---:|---:|"""]
@@ -178,11 +250,13 @@ the first one).
         lines.append(f"| {label} | {v['plain_items_s'][0]:.0f}, {v['plain_items_s'][1]:.0f} | "
                      f"{v['ray_items_s']:.0f} | **{v['ratio']:.2f}** | {v['mismatches']} |")
     lines.append("")
-    for name in ("client_defaults", "sequential_512"):
+    for name, _ in PATTERNS:
         v = r[name]
         fmt = lambda d: ", ".join(f"{k} {s:.1f}" for k, s in d.items())  # noqa: E731
-        lines.append(f"* {name}: plain {v['plain_seconds']:.1f} s wall, CPU s: "
-                     f"{fmt(v['plain_cpu_s'])}; Serve {v['ray_seconds']:.1f} s wall, CPU s: "
+        busy = v["workers_busy"]
+        lines.append(f"* {name}: plain {v['plain_seconds']:.1f} s wall, workers busy "
+                     f"{busy[0]:.0%}, CPU s: {fmt(v['plain_cpu_s'])}; Serve "
+                     f"{v['ray_seconds']:.1f} s wall, workers busy {busy[1]:.0%}, CPU s: "
                      f"{fmt(v['ray_cpu_s'])}.")
     return "\n".join(lines) + "\n"
 

@@ -8,13 +8,13 @@ zygote). Everything is shut down at the end and no zygote or worker is left runn
 from __future__ import annotations
 
 import os
-import sys
+import socket
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import ROOT, alive, children_of, free_port, wait_until
+from tests.helpers import ROOT, alive, children_of, descendants_of, free_port, wait_until
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
@@ -62,12 +62,47 @@ def _zygotes_under(pids: set[int]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def reward_app() -> Iterator[object]:
-    sys.path.insert(0, str(APP_DIR))
-    try:
-        import reward_app
-    finally:
-        sys.path.remove(str(APP_DIR))
-    yield reward_app
+    from bench.ray_bench import import_reward_app
+
+    yield import_reward_app()
+
+
+def _cpu_s(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def test_split_body_keeps_order_fields_and_limits(reward_app: object) -> None:
+    import orjson
+    from fanout import merge_replies, split_body
+
+    items = [{"response": str(i), "ground_truth": str(i)} for i in range(130)]
+    body = orjson.dumps({"items": items, "timeout_s": 2.5})
+    parts = split_body(body, parts=2, min_part=64, max_items=1000)
+    assert parts is not None and len(parts) == 2
+    docs = [orjson.loads(p) for p in parts]
+    assert [len(d["items"]) for d in docs] == [65, 65]
+    assert [x for d in docs for x in d["items"]] == items  # contiguous, in order
+    assert all(d["timeout_s"] == 2.5 for d in docs)  # the other fields go with every part
+    assert split_body(body, parts=4, min_part=64, max_items=1000) is not None  # 2 parts of 65
+    assert split_body(body, parts=2, min_part=66, max_items=1000) is None  # too few to split
+    assert split_body(body, parts=2, min_part=64, max_items=129) is None  # the app's 413
+    assert split_body(b'{"items": "nope"}', 2, 1, 1000) is None  # the app's 422
+    assert split_body(b"{not json", 2, 1, 1000) is None
+    merged = orjson.loads(merge_replies([
+        orjson.dumps({"results": [{"id": "a"}], "count": 1, "statuses": {"correct": 1}}),
+        orjson.dumps({"results": [{"id": "b"}, {"id": "c"}], "count": 2,
+                      "statuses": {"correct": 1, "no_answer": 1}}),
+    ], 0.5))
+    assert merged == {"results": [{"id": "a"}, {"id": "b"}, {"id": "c"}], "count": 3,
+                      "statuses": {"correct": 2, "no_answer": 1}, "elapsed_s": 0.5}
 
 
 def test_policy_scales_on_outstanding_items(reward_app: object) -> None:
@@ -97,35 +132,34 @@ def test_policy_scales_on_outstanding_items(reward_app: object) -> None:
 
 
 def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
-    port = free_port()
+    from bench.ray_bench import local_serve
+
     app_name = f"reward-test-{os.getpid()}"
+    taken = socket.socket()  # a port another process holds when Serve's proxy comes to bind it
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picked: list[int] = []
+
+    def pick_port() -> int:
+        picked.append(taken.getsockname()[1] if not picked else free_port())
+        return picked[-1]
+
     t0 = time.monotonic()
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"working_dir": str(APP_DIR)},  # replicas import reward_app from here
-    )
     replica_pids: set[int] = set()
     zygotes: list[int] = []
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        app = reward_app.build_app(  # type: ignore[attr-defined]
-            {"settings": {"workers": 1, "spares": 0}, "num_replicas": 2}
-        )
-        serve.run(app, name=app_name, route_prefix="/", blocking=False)
-        base = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            try:
-                return httpx.get(base + "/readyz", timeout=2.0).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        assert wait_until(ready, timeout_s=120, interval_s=0.2), serve.status()
+    app = reward_app.build_app(  # type: ignore[attr-defined]
+        {"settings": {"workers": 1, "spares": 0, "cache_items": 0}, "num_replicas": 2}
+    )
+    with taken, local_serve(app, app_name, pick_port=pick_port, ready_timeout_s=120) as base:
+        # the first port was taken: the proxy failed there and Serve restarted on the next
+        assert len(picked) == 2 and base == f"http://127.0.0.1:{picked[1]}", (picked, base)
         status = serve.status().applications[app_name].deployments["reward-service"]
         assert status.replica_states.get("RUNNING") == 2, status
         started_s = time.monotonic() - t0
+        replica_pids = _processes_titled(f"ray::ServeReplica:{app_name}:".encode())
+        assert len(replica_pids) == 2, replica_pids
+        zygotes = _zygotes_under(replica_pids)
+        assert len(zygotes) == 2, zygotes  # one pool (one zygote) per replica actor
 
         with httpx.Client(base_url=base, timeout=60.0) as client:
             for _ in range(4):  # several requests: the proxy spreads them over both replicas
@@ -138,15 +172,30 @@ def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
             # malformed input is still a 422 from the service, not a Serve error
             assert client.post("/v1/score", json={"items": "nope"}).status_code == 422
 
-        # one pool (one zygote) per replica actor
-        replica_pids = _processes_titled(f"ray::ServeReplica:{app_name}:".encode())
-        assert len(replica_pids) == 2, replica_pids
-        zygotes = _zygotes_under(replica_pids)
-        assert len(zygotes) == 2, zygotes
-        print(f"ray serve: 2 replicas ready after {started_s:.1f}s")
-    finally:
-        serve.shutdown()
-        ray.shutdown()
+        # one large request is split over both replicas: both pools score a part of it
+        big = [{"response": f"so the answer is $\\boxed{{{i}}}$.",
+                "ground_truth": str(i if i % 3 else i + 1), "id": str(i)} for i in range(480)]
+        cpu0 = [_cpu_s(descendants_of(pid)) for pid in replica_pids]
+        with httpx.Client(base_url=base, timeout=120.0) as client:
+            r = client.post("/v1/score", json={"items": big})
+        assert r.status_code == 200, r.text
+        reply = r.json()
+        assert [x["id"] for x in reply["results"]] == [x["id"] for x in big]
+        assert [x["status"] for x in reply["results"]] == [
+            "correct" if i % 3 else "incorrect" for i in range(480)]
+        assert reply["count"] == 480 and reply["statuses"]["correct"] == 320
+        used = [_cpu_s(descendants_of(pid)) - c for pid, c in zip(replica_pids, cpu0, strict=True)]
+        assert min(used) > 0.02, used
+        # an error in a split request is the plain service's: the whole body is answered by
+        # one app, so the 422 names the item's index in the request (the part alone would
+        # say items[140], its index in the second part)
+        bad = [dict(x) for x in big[:400]]
+        bad[340]["scorer"] = "no-such-scorer"
+        with httpx.Client(base_url=base, timeout=120.0) as client:
+            r = client.post("/v1/score", json={"items": bad})
+        assert r.status_code == 422, r.text
+        assert "items[340]" in r.text and "items[140]" not in r.text, r.text
+        print(f"ray serve: 2 replicas ready after {started_s:.1f}s; split request CPU s {used}")
     # replica teardown ran the lifespan shutdown: pool.stop() took the zygotes down
     assert wait_until(lambda: not any(alive(p) for p in zygotes), timeout_s=30), zygotes
     assert wait_until(lambda: not any(alive(p) for p in replica_pids), timeout_s=30)

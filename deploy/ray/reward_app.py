@@ -17,6 +17,9 @@ refuses to start fails instead of serving) and when it stops (``pool.stop()``: w
 EOF, then SIGKILL, nothing left running). The replica reserves ``workers`` CPUs, so Ray places
 replicas where cores are free and a 2-core node holds one 2-worker replica.
 
+One large ``/v1/score`` request is split over the replicas (``fanout.py``): Serve alone routes
+a whole request to one replica, so one 512-item request at a time would leave the others idle.
+
 Autoscaling: ``QueueDepthPolicy`` scales on the items waiting in the replicas' pools (one RL
 step is a few requests of thousands of items, so Serve's count of ongoing requests alone
 says little), and never below what ongoing requests ask for.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fanout import FanOut, Headers, call_app
 from ray import serve
 from ray.serve import Application
 from ray.serve.config import AutoscalingContext
@@ -67,14 +71,35 @@ class QueueDepthPolicy:
 class RewardService:
     """One Serve replica: one FastAPI app and one worker pool."""
 
-    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+    def __init__(self, settings: dict[str, Any] | None = None, fanout: int = 1,
+                 min_part: int = 64) -> None:
         # The entry point of this process: REWARD_* from the node's environment, then overrides.
         self._settings = Settings(**(settings or {}))
+        self._fanout = fanout
+        self._min_part = min_part
         self._app: Any = None
+        self._peers: Any = None  # this deployment's handle, made on first use
 
     def __serve_build_asgi_app__(self) -> Any:
         self._app = create_app(self._settings)
-        return self._app  # Serve runs its lifespan next: the pool starts here
+        if self._fanout < 2:
+            return self._app  # Serve runs its lifespan next: the pool starts here
+        s = self._settings
+        return FanOut(self._app, self._score_elsewhere, parts=self._fanout,
+                      min_part=self._min_part, max_items=s.max_items,
+                      max_body_bytes=s.max_body_bytes, body_timeout_s=s.body_timeout_s)
+
+    async def score_part(self, path: str, headers: Headers, body: bytes) -> tuple[int, bytes]:
+        """One part of a request split by another replica, through this replica's app."""
+        return await call_app(self._app, path, headers, body)
+
+    async def _score_elsewhere(self, path: str, headers: Headers,
+                               body: bytes) -> tuple[int, bytes]:
+        if self._peers is None:
+            ctx = serve.get_replica_context()
+            self._peers = serve.get_deployment_handle(ctx.deployment, ctx.app_name)
+        result: tuple[int, bytes] = await self._peers.score_part.remote(path, headers, body)
+        return result
 
     def check_health(self) -> None:
         """Serve's replica health check: unhealthy when no worker is warm (Serve replaces it)."""
@@ -92,7 +117,9 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     args: ``settings`` (``Settings`` overrides, e.g. ``{"workers": 2}``); ``num_replicas``
     (an int for a fixed count; omitted: autoscaling); ``min_replicas`` (1), ``max_replicas``
     (8), ``target_items_per_replica`` (512 x workers), ``target_ongoing_requests`` (4),
-    ``max_ongoing_requests`` (64); ``graceful_shutdown_timeout_s`` (``drain_s``).
+    ``max_ongoing_requests`` (64); ``graceful_shutdown_timeout_s`` (``drain_s``); ``fanout``
+    (parts one large score request is split into: ``num_replicas``, or 2 when autoscaling;
+    1 turns splitting off) and ``min_part`` (64: fewer items per part are not split).
     """
     args = dict(args or {})
     overrides = dict(args.pop("settings", None) or {})
@@ -120,6 +147,10 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
             },
         },
     }
+    fanout = int(args.pop("fanout", num_replicas if num_replicas is not None else 2))
+    min_part = int(args.pop("min_part", 64))
+    if fanout < 1 or min_part < 1:
+        raise ValueError("fanout and min_part must be >= 1")
     if args:
         raise ValueError(f"unknown build_app args: {sorted(args)}")
     if num_replicas is not None:
@@ -127,4 +158,5 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
     else:
         options["autoscaling_config"] = autoscaling
     # Pass the overrides, not the Settings object: each replica builds its own Settings.
-    return serve.deployment(RewardService, name="reward-service", **options).bind(overrides)
+    deployment = serve.deployment(RewardService, name="reward-service", **options)
+    return deployment.bind(overrides, fanout, min_part)
