@@ -13,16 +13,41 @@ from functools import lru_cache
 from itertools import groupby
 from typing import Any
 
+import math_verify.parser as _mv_parser
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-from math_verify.parser import extract_match, get_extraction_regexes
+from math_verify.parser import extract_match
 
 from reward_service.scorers import regex_prefilter
 
 __all__ = ["BOX", "SPACES", "boxed_answers", "extract", "parse_boxed"]
 
-_TARGETS = regex_prefilter.wrap(
-    get_extraction_regexes([LatexExtractionConfig(), ExprExtractionConfig()])
-)
+_CONFIGS = (LatexExtractionConfig(), ExprExtractionConfig())
+Groups = list[list[tuple[Any, Any]]]
+# (ids of the library's patterns) -> (the library's targets, kept alive; the groups built)
+_GROUPS: dict[tuple[int, ...], tuple[Any, Groups]] = {}
+
+
+def _pattern_groups() -> Groups:
+    """The extraction patterns, (pattern, target) by priority, highest first, as
+    ``extract_target_from_pred`` groups them. Looked up through the library's module on each
+    call, so a worker gets the patterns its speed patches installed (``fast_regex``'s start
+    guard, the needle prefilter) whenever they were installed; built once per set of
+    patterns (the library memoises them, so their identity is stable)."""
+    targets = _mv_parser.get_extraction_regexes(list(_CONFIGS))
+    key = tuple(id(p) for group, _ in targets for p, _ in group)
+    hit = _GROUPS.get(key)
+    if hit is None:
+        ranked = sorted(
+            ((pattern, target, priority)
+             for group, target in regex_prefilter.wrap(targets)  # no-op on wrapped ones
+             for pattern, priority in group),
+            key=lambda x: x[2],
+        )
+        groups = [[(p, t) for p, t, _ in g] for _, g in groupby(ranked, key=lambda x: x[2])]
+        if len(_GROUPS) >= 8:
+            _GROUPS.clear()
+        hit = _GROUPS[key] = (targets, groups)
+    return hit[1]
 
 
 # --- extraction: the library's parse(), also returning where the answer was found ----------
@@ -50,13 +75,9 @@ def _extract_unguarded(text: str) -> tuple[list[Any], re.Match[str] | None]:
     found: list[Any] = []
     fallbacks: list[str] = []
     where: re.Match[str] | None = None
-    patterns = sorted(
-        ((pattern, target, priority) for group, target in _TARGETS for pattern, priority in group),
-        key=lambda x: x[2],
-    )
-    for _, group in groupby(patterns, key=lambda x: x[2]):
+    for group in _pattern_groups():
         matches = sorted(
-            ((m, m.start(), m.end(), target) for pattern, target, _ in group
+            ((m, m.start(), m.end(), target) for pattern, target in group
              for m in pattern.finditer(text)),
             key=lambda x: (x[2], -x[1]),
             reverse=True,
