@@ -9,22 +9,25 @@ verdicts on the corpus.
 
 from __future__ import annotations
 
+import json
 import random
 
 import math_verify.parser as mv_parser
 import pytest
 import sympy
 from latex2sympy2_extended.sets import FiniteSet as L2SFiniteSet
-from math_verify import verify
+from math_verify import parse, verify
 from sympy import Integer, Number, srepr
 
 from reward_service.scorers import parse_cache
 from reward_service.scorers.math_verify_scorer import (
     MathVerifyScorer,
     _answer_key,
+    boxed_gold,
     integer_verdict,
 )
 from reward_service.scorers.patches import install_patches
+from tests.helpers import ROOT, read_jsonl
 
 
 def _integers() -> list[str]:
@@ -99,8 +102,9 @@ def test_answer_key_tells_apart_what_verify_could() -> None:
 
 def test_verify_memo_returns_the_first_answer_and_counts_hits() -> None:
     s = MathVerifyScorer()
-    verdicts = [s("so \\boxed{" + a + "}", "\\frac{1}{2}", {}).status
-                for a in ["\\frac{1}{2}", "2", "\\frac{2}{4}", "2", "\\frac{1}{2}", "x"]]
+    # expressions: numbers are decided without verify (integer_verdict), never memoised
+    verdicts = [s("so \\boxed{" + a + "}", "x+1", {}).status
+                for a in ["x+1", "2x", "1+x", "2x", "x+1", "y"]]
     assert verdicts == ["correct", "incorrect", "correct", "incorrect", "correct", "incorrect"]
     assert len(s._verdicts) == 4  # repeats were answered from the memo, not verified again
 
@@ -137,7 +141,73 @@ def test_integer_verdict_equals_verify() -> None:
 
 def test_integer_verdict_defers_everything_else() -> None:
     x = sympy.Symbol("x")
-    for other in (sympy.Float(2.0), sympy.Rational(1, 2), x + 1, sympy.FiniteSet(1, 2),
-                  sympy.Eq(x, 2), sympy.Matrix([[1]])):
-        assert integer_verdict([Integer(2), "2"], [other, "2.0"]) is None
-        assert integer_verdict([other, "2.0"], [Integer(2), "2"]) is None
+    pct = sympy.Mul(2, sympy.UnevaluatedExpr(sympy.Rational(1, 100)), evaluate=False)
+    for other in (sympy.Float(2.0), sympy.Float("2.0004"), sympy.Float(2.0, 10), x + 1,
+                  sympy.FiniteSet(1, 2), sympy.Eq(x, 2), sympy.Matrix([[1]]), pct,
+                  sympy.oo, sympy.nan, sympy.Float(2) ** 2000, sympy.pi):
+        assert integer_verdict([Integer(2), "2"], [other, "2.0"]) is None, other
+        assert integer_verdict([other, "2.0"], [Integer(2), "2"]) is None, other
+
+
+def _numbers() -> list[object]:
+    """Numbers as parse builds them, and the edges of the float shortcut: values just inside
+    and just outside its margin, huge and tiny magnitudes, high precision, zeros."""
+    F, R = sympy.Float, sympy.Rational
+    out: list[object] = [Integer(v) for v in (0, 1, -1, 2, 3, 10, 460, 1000, 10**6, 10**20)]
+    out += [R(1, 2), R(1, 3), R(-7, 4), R(2, 3), R(1, 2**98), R(10**20 + 1, 10**20)]
+    out += [F(t) for t in ("0", "0.5", "2.0", "10.95", "10.9500001", "0.333333", "0.3333",
+                           "0.666667", "-1.75", "1e20", "100000000000000000000.0", "459.999",
+                           "460.0005", "460.002", "1.0e-9", "3.14159", "-0.0", "1e300",
+                           "2.0001", "1.999", "1000000.5", "1000001.5")]
+    out += [F("0.1", 30), F("460.00000000000000000001", 40), F("1e-30", 20)]
+    return out
+
+
+def test_number_verdict_equals_verify_on_edge_numbers() -> None:
+    values = _numbers()
+    answered = 0
+    for g in values:
+        for t in values:
+            for gold, pred in (([g], [t]), ([g, str(g)], [t, str(t)])):
+                fast = integer_verdict(gold, pred)
+                if fast is None:
+                    continue
+                answered += 1
+                assert fast == verify(gold, pred, timeout_seconds=None), (gold, pred)
+    assert answered > len(values) ** 2  # most pairs are decided; the close ones are not
+
+
+def _parsed_rows() -> list[tuple[list[object], list[object]]]:
+    """(parse(gold), parse(response)) of every corpus row, OlympiadBench solution and golden
+    case."""
+    rows = [(r["gold"], r["response"]) for r in read_jsonl("corpus.jsonl")]
+    rows += [(r["final_answer"][0].strip("$"), r["solution"][0])
+             for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
+    for name in ("cases.jsonl", "math_verify_cases.jsonl"):
+        with open(ROOT / "tests" / "golden" / name) as fh:
+            rows += [(c["gold"], c.get("response", c.get("pred", ""))) for c in map(json.loads, fh)]
+    return [(parse(boxed_gold(g), parsing_timeout=None),  # type: ignore[arg-type]
+             parse(r, parsing_timeout=None))  # type: ignore[arg-type]
+            for g, r in rows]
+
+
+@pytest.mark.needs_data
+def test_number_verdict_equals_verify_on_every_corpus_and_golden_pair() -> None:
+    """On every (gold, answer) that the corpus, OlympiadBench and the golden suite parse to,
+    and on pairs of the numbers they hold crossed with each other, the shortcut (where it
+    answers) is verify's verdict."""
+    parsed = _parsed_rows()
+    answered = floats = 0
+    for gold, pred in parsed:
+        fast = integer_verdict(gold, pred)
+        if fast is not None:
+            answered += 1
+            floats += any(isinstance(x, sympy.Float) for x in [*gold, *pred])
+            assert fast == verify(gold, pred, timeout_seconds=None), (gold, pred)
+    assert answered > 0.8 * len(parsed) and floats > 100, (answered, floats)
+    numbers = sorted({x for g, p in parsed for x in [*g, *p] if isinstance(x, Number)}, key=str)
+    rnd = random.Random(3)
+    for g, t in [(rnd.choice(numbers), rnd.choice(numbers)) for _ in range(1500)]:
+        fast = integer_verdict([g], [t])
+        if fast is not None:
+            assert fast == verify([g], [t], timeout_seconds=None), (g, t)
