@@ -136,3 +136,23 @@ def test_hedge_rule_is_linear_on_adversarial_text(scorer: str) -> None:
         t = time.process_time()
         S[scorer](response, gold, {})
         assert time.process_time() - t < 10.0, (scorer, response[:30])
+
+
+def test_guarded_clause_end_finds_the_same_matches() -> None:
+    """hedge._CLAUSE_END is its pattern behind a start guard: the same matches (spans) on
+    every corpus response and hedge-corpus text, and on the characters that fold to the
+    guard's letters under IGNORECASE (the long s, the Kelvin sign)."""
+    from reward_service.scorers import hedge
+    from tests.helpers import read_jsonl
+
+    plain = re.compile(hedge.CLAUSE_END_UNGUARDED, re.IGNORECASE)
+    texts = [r["response"] for r in read_jsonl("corpus.jsonl")]
+    texts += [r["response"] for r in generate()]
+    texts += ["\u017fo it is 5. \u017fo, Thus\nBUT then, hence; so again 6! THEREFORE? ok",
+              "x,y;z: a.b!c?d \u212a so"]
+    found = 0
+    for text in texts:
+        spans = [m.span() for m in hedge._CLAUSE_END.finditer(text)]
+        assert spans == [m.span() for m in plain.finditer(text)], text[:80]
+        found += len(spans)
+    assert found > len(texts)

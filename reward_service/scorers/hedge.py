@@ -78,10 +78,14 @@ _FILLER = (
     r"|might\s++be))?+|we\s++(?:get|have)|equals?(?:\s++to)?+|even|just|rather|instead"
     r"|maybe|perhaps|possibly|probably)\b" + _GAP + r")*+"
 )
-_CLAUSE_END = re.compile(
-    r"[.!?](?=\s)|\n|[,;:](?=\s)|\b(?:so|thus|therefore|hence|then|but)\b(?!\s+again)",
-    re.IGNORECASE,
+CLAUSE_END_UNGUARDED = (
+    r"[.!?](?=\s)|\n|[,;:](?=\s)|\b(?:so|thus|therefore|hence|then|but)\b(?!\s+again)"
 )
+# The same pattern behind a zero-width guard listing every character a match can begin with
+# (the punctuation, and the first letters of the words, matched with the same IGNORECASE):
+# same matches, and ``re`` skips ahead to those characters instead of trying the whole
+# alternation at every position (twice as fast; tests/test_hedges.py compares the two).
+_CLAUSE_END = re.compile(r"(?=[.!?\n,;:sthb])(?:" + CLAUSE_END_UNGUARDED + ")", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?](?=\s)|\n")
 _PUNCT = r"[\s,;:.!?()*$#>—-]*+"
 _OPENS_WITH_ALT = re.compile(_PUNCT + r"(?:hmm\b" + _PUNCT + r")?+" + ALT_WORD + r"\b",

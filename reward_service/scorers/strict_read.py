@@ -23,20 +23,19 @@ __all__ = ["BOX", "SPACES", "boxed_answers", "extract", "parse_boxed"]
 
 _CONFIGS = (LatexExtractionConfig(), ExprExtractionConfig())
 Groups = list[list[tuple[Any, Any]]]
-# (ids of the library's patterns) -> (the library's targets, kept alive; the groups built)
-_GROUPS: dict[tuple[int, ...], tuple[Any, Groups]] = {}
+# [the library's get_extraction_regexes as last seen, its targets (kept alive), the groups]
+_GROUPS: list[Any] = [None, None, []]
 
 
 def _pattern_groups() -> Groups:
     """The extraction patterns, (pattern, target) by priority, highest first, as
-    ``extract_target_from_pred`` groups them. Looked up through the library's module on each
-    call, so a worker gets the patterns its speed patches installed (``fast_regex``'s start
-    guard, the needle prefilter) whenever they were installed; built once per set of
-    patterns (the library memoises them, so their identity is stable)."""
-    targets = _mv_parser.get_extraction_regexes(list(_CONFIGS))
-    key = tuple(id(p) for group, _ in targets for p, _ in group)
-    hit = _GROUPS.get(key)
-    if hit is None:
+    ``extract_target_from_pred`` groups them. Looked up through the library's module, so a
+    worker gets the patterns its speed patches installed (``fast_regex``'s start guard, the
+    needle prefilter) whenever they were installed; built again only when that function is
+    replaced (the patterns it returns for one configuration are the same, memoised)."""
+    fn = _mv_parser.get_extraction_regexes
+    if _GROUPS[0] is not fn:
+        targets = fn(list(_CONFIGS))
         ranked = sorted(
             ((pattern, target, priority)
              for group, target in regex_prefilter.wrap(targets)  # no-op on wrapped ones
@@ -44,10 +43,9 @@ def _pattern_groups() -> Groups:
             key=lambda x: x[2],
         )
         groups = [[(p, t) for p, t, _ in g] for _, g in groupby(ranked, key=lambda x: x[2])]
-        if len(_GROUPS) >= 8:
-            _GROUPS.clear()
-        hit = _GROUPS[key] = (targets, groups)
-    return hit[1]
+        _GROUPS[:] = [fn, targets, groups]
+    groups_now: Groups = _GROUPS[2]
+    return groups_now
 
 
 # --- extraction: the library's parse(), also returning where the answer was found ----------
