@@ -1,7 +1,9 @@
 """Where a worker's time goes, by phase: cProfile over the corpus rows, stock math-verify
-(in-process, timeouts off) and the worker's scorer (``math_verify`` profile), each in a fresh
+(in-process, timeouts off) and the worker's scorers (``math_verify`` and the default ``math``
+profile, with the speed patches installed as a worker installs them), each in a fresh
 interpreter warmed like every other pass. Cumulative times of the functions that start each
-phase; profiling slows everything, so compare shares, not rates."""
+phase, and the functions with the most self time; profiling slows everything, so compare
+shares, not rates."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from bench.sections import Context, Row, Section
 # phase -> predicate on cProfile's (file, line, function) key
 _PHASES: list[tuple[str, Any]] = [
     ("extraction regexes (finditer)",
-     lambda f, ln, fn: f.endswith("math_verify/parser.py") and fn == "<genexpr>" and ln > 600),
+     lambda f, ln, fn: fn == "<genexpr>" and (  # the library's, and math's copy (strict_read)
+         (f.endswith("math_verify/parser.py") and ln > 600)
+         or f.endswith("scorers/strict_read.py"))),
     ("LaTeX normalisation", lambda f, ln, fn: fn == "normalize_latex"),
     ("ANTLR parse (lexer + parser)", lambda f, ln, fn: fn == "math" and "PSParser" in f),
     ("latex2sympy visitor + sympy construction",
@@ -24,10 +28,20 @@ _PHASES: list[tuple[str, Any]] = [
     ("plain numbers/expressions (extract_expr)", lambda f, ln, fn: fn == "extract_expr"),
     ("verify (sympy comparison)",
      lambda f, ln, fn: fn == "verify" and f.endswith("math_verify/grader.py")),
+    ("math rules: hedge scan (closing part, candidates)",
+     lambda f, ln, fn: fn == "distinct_candidates" and f.endswith("scorers/hedge.py")),
 ]
+_TOP = 12  # functions listed by self time
 
 
-def _job(rows: Sequence[Row], warm: Sequence[Row], ours: bool) -> dict[str, Any]:
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "/reward_service/"):
+        if marker in path:
+            return path.split(marker)[-1]
+    return path
+
+
+def _job(rows: Sequence[Row], warm: Sequence[Row], ours: str | None) -> dict[str, Any]:
     import cProfile
     import logging
     import pstats
@@ -37,9 +51,11 @@ def _job(rows: Sequence[Row], warm: Sequence[Row], ours: bool) -> dict[str, Any]
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     if ours:
-        from reward_service.scorers.math_verify_scorer import MathVerifyScorer
+        from reward_service.scorers.impl import build_scorers
+        from reward_service.scorers.patches import install_patches
 
-        scorer = MathVerifyScorer()
+        install_patches()  # as the zygote does before it builds the scorers
+        scorer = build_scorers()[ours]
 
         def one(r: Row) -> None:
             scorer(r["response"], r["gold"], {})
@@ -59,37 +75,51 @@ def _job(rows: Sequence[Row], warm: Sequence[Row], ours: bool) -> dict[str, Any]
     wall = time.perf_counter() - t0
     stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
     out = {name: sum(v[3] for k, v in stats.items() if pred(*k)) for name, pred in _PHASES}
-    return {"profiled_s": wall, "phases_s": out}
+    top = sorted(stats.items(), key=lambda kv: -kv[1][2])[:_TOP]
+    self_s = [(f"{_short(k[0])}:{k[1]}({k[2]})", v[2]) for k, v in top]
+    return {"profiled_s": wall, "phases_s": out, "self_s": self_s}
 
 
-def _profile(rows: Sequence[Row], warm: Sequence[Row], ours: bool) -> dict[str, Any]:
+def _profile(rows: Sequence[Row], warm: Sequence[Row], ours: str | None) -> dict[str, Any]:
     with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
         return ex.submit(_job, rows, warm, ours).result()
 
 
 def run(ctx: Context) -> dict[str, Any]:
-    ctx.log("profile by phase: stock, then the worker's scorer ...")
-    return {"rows": len(ctx.rows), "stock": _profile(ctx.rows, ctx.warm_rows, False),
-            "ours": _profile(ctx.rows, ctx.warm_rows, True)}
+    ctx.log("profile by phase: stock, then the worker's scorers (math_verify, math) ...")
+    return {"rows": len(ctx.rows), "stock": _profile(ctx.rows, ctx.warm_rows, None),
+            "ours": _profile(ctx.rows, ctx.warm_rows, "math_verify"),
+            "math": _profile(ctx.rows, ctx.warm_rows, "math")}
+
+
+def _share(part: float, total: float) -> str:
+    return f"{part:.2f} | {part / total:.0%}" if total else f"{part:.2f} | -"
 
 
 def report(r: dict[str, Any]) -> str:
-    st, us = r["stock"], r["ours"]
+    st, us, ma = r["stock"], r["ours"], r.get("math")
+    runs = [("stock", st), ("ours `math_verify`", us)] + ([("ours `math`", ma)] if ma else [])
     lines = [f"""## Profile by phase
 
 cProfile over {r['rows']} corpus rows in file order, one core, fresh interpreters warmed with
-OlympiadBench (cumulative seconds of the function that starts each phase; phases can nest a
-little: the visitor calls sympy, `extract_expr` can call `parse_expr`). Profiling slows
-everything: compare the shares and the stock/ours ratio, not the rates.
+OlympiadBench, the worker's scorers with the speed patches a worker installs (cumulative
+seconds of the function that starts each phase; phases can nest a little: the visitor calls
+sympy, `extract_expr` can call `parse_expr`; the hedge scan runs only under `math`). Profiling
+slows everything: compare the shares and the stock/ours ratio, not the rates.
 
-| phase | stock s | share | ours s | share | stock / ours |
-|---|---:|---:|---:|---:|---:|"""]
+| phase | {' | '.join(f'{n} s | share' for n, _ in runs)} | stock / ours `math_verify` |
+|---|{'---:|---:|' * len(runs)}---:|"""]
     for name, _ in _PHASES:
         a, b = st["phases_s"][name], us["phases_s"][name]
-        lines.append(f"| {name} | {a:.2f} | {a / st['profiled_s']:.0%} | {b:.2f} | "
-                     f"{b / us['profiled_s']:.0%} | {a / b if b else float('inf'):.1f}x |")
-    lines.append(f"| **total (profiled wall)** | {st['profiled_s']:.2f} | | {us['profiled_s']:.2f} "
-                 f"| | {st['profiled_s'] / us['profiled_s']:.1f}x |")
+        cells = " | ".join(_share(x["phases_s"][name], x["profiled_s"]) for _, x in runs)
+        lines.append(f"| {name} | {cells} | {a / b if b else float('inf'):.1f}x |")
+    totals = " | ".join(f"{x['profiled_s']:.2f} | " for _, x in runs)
+    lines.append(f"| **total (profiled wall)** | {totals} | "
+                 f"{st['profiled_s'] / us['profiled_s']:.1f}x |")
+    for n, x in runs[1:]:
+        if x.get("self_s"):
+            lines += ["", f"Most self time, {n} (seconds, profiled):", ""]
+            lines += [f"* `{where}` {sec:.2f}" for where, sec in x["self_s"]]
     return "\n".join(lines) + "\n"
 
 

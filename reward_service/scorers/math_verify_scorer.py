@@ -43,7 +43,7 @@ from reward_service.lru import LRU
 from reward_service.scorers import parse_cache
 from reward_service.scorers.base import Verdict, clip
 
-__all__ = ["MathVerifyScorer", "boxed_gold", "resource_error_reason"]
+__all__ = ["MathVerifyScorer", "boxed_gold", "resource_error_reason", "verify_default"]
 
 
 RESOURCE_ERRORS: dict[type[BaseException], str] = {
@@ -222,6 +222,15 @@ def integer_verdict(gold: list[Any], pred: list[Any]) -> bool | None:
             if ok:
                 return True
     return False
+
+
+def verify_default(gold: list[Any], pred: list[Any]) -> bool:
+    """``verify(gold, pred)`` with default options (timeouts off), through
+    :func:`integer_verdict` first."""
+    fast = integer_verdict(gold, pred)
+    if fast is not None:
+        return fast
+    return bool(verify(gold, pred, timeout_seconds=None))
 
 
 class MathVerifyScorer:

@@ -38,10 +38,10 @@ import re
 from typing import Any
 
 import sympy
-from math_verify import verify
 
 from reward_service.scorers import hedge
 from reward_service.scorers.base import clip
+from reward_service.scorers.math_verify_scorer import verify_default
 from reward_service.scorers.strict_read import BOX, SPACES, boxed_answers, parse_boxed
 
 __all__ = ["MATH_VALUE", "hedged"]
@@ -106,7 +106,7 @@ def _distinct_boxed(text: str) -> list[str] | None:
     different = [
         g for k, g in keys.items()
         if k != tuple(_norm(c) for c in final)
-        and not verify(final_parsed, parse_boxed(tuple(g)), timeout_seconds=None)
+        and not verify_default(final_parsed, parse_boxed(tuple(g)))
     ]
     if not different:
         return None
@@ -156,7 +156,7 @@ def _hedged_answers(text: str, where: re.Match[str] | None, pred: list[Any], box
 
     def same(value: str) -> bool:
         other = parse_boxed((value,))
-        return not other or not _is_value(other[0]) or bool(verify(pred, other, timeout_seconds=None))
+        return not other or not _is_value(other[0]) or verify_default(pred, other)
 
     others = hedge.distinct_candidates(text, commit, (a0, a1), MATH_VALUE, same)
     others += [b for b in boxes if b not in others]

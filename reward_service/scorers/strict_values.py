@@ -58,6 +58,7 @@ from math_verify.grader import (
 )
 
 from reward_service.scorers.base import clip
+from reward_service.scorers.math_verify_scorer import verify_default
 from reward_service.scorers.rules import rule_reason
 
 __all__ = ["exact_veto", "percent", "relation_as_set", "same_text"]
@@ -222,7 +223,9 @@ def _pct(x: Any) -> Any | None:
 
 
 def _same(gold: Any, pred: Any) -> bool:
-    if not verify(gold, pred, timeout_seconds=None):
+    # verify takes a bare value as a one-element list
+    if not verify_default(gold if isinstance(gold, list) else [gold],
+                          pred if isinstance(pred, list) else [pred]):
         return False
     return exact_veto(gold, pred) is None
 
