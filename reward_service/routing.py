@@ -157,7 +157,7 @@ class LeanJSONRoute(APIRoute):
         checks: list[Callable[[Request], Awaitable[None]]] = [
             d.dependency for d in self.dependencies if d.dependency is not None
         ]
-        endpoint: Callable[..., Awaitable[Any]] = self.endpoint
+        endpoint: Callable[..., Coroutine[Any, Any, Any]] = self.endpoint
         serializer = response_model.__pydantic_serializer__
         status_code = self.status_code or 200
 
@@ -197,7 +197,7 @@ class ExpressLane:
         self.app = app
         self.responder = responder
         self.routes: dict[str, LeanJSONRoute] = {
-            r.path: r for r in routes if isinstance(r, LeanJSONRoute) and "POST" in r.methods
+            r.path: r for r in routes if isinstance(r, LeanJSONRoute) and "POST" in (r.methods or ())
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
