@@ -39,24 +39,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.sections import Context, Section
-from tests.helpers import Service, descendants_of, read_jsonl
+from tests.helpers import Service, descendants_of, read_jsonl, total_cpu_seconds
 from trainer_client.integrations import _common, verl
 from trainer_client.reward_client import RewardClient, RewardClientSettings, Timeout
 
 CALLERS = 256
-_HZ = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / _HZ
-    return total
 
 
 def _svc() -> Service:
@@ -174,9 +161,9 @@ def run_passes(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[s
             _warm(svc, warm)
             assert svc.proc is not None
             server, workers = [svc.proc.pid], descendants_of(svc.proc.pid)
-            before = (time.process_time(), _cpu_s(server), _cpu_s(workers))
+            before = (time.process_time(), total_cpu_seconds(server), total_cpu_seconds(workers))
             rate = PASSES[name](svc.url, rows)
-            after = (time.process_time(), _cpu_s(server), _cpu_s(workers))
+            after = (time.process_time(), total_cpu_seconds(server), total_cpu_seconds(workers))
         if rate > rates.get(name, 0.0):
             rates[name] = rate
             cpu[name] = {k: round(b - a, 2) for k, a, b in

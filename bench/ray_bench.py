@@ -25,26 +25,16 @@ from typing import Any
 from bench import scenarios as sc
 from bench.overhead_bench import TRIVIAL, score_one
 from bench.sections import Context, Section
-from tests.helpers import ROOT, descendants_of, free_port, wait_until
+from tests.helpers import ROOT, cpu_seconds, descendants_of, free_port, wait_until
 
 APP_DIR = ROOT / "deploy" / "ray"
-_HZ = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_s(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / _HZ
 
 
 def _descendants() -> dict[int, tuple[str, float]]:
     """pid -> (role, CPU seconds) for every descendant of this process."""
     out = {}
     for pid in descendants_of(os.getpid()):
-        cpu = _cpu_s(pid)
+        cpu = cpu_seconds(pid)
         if cpu is not None:
             out[pid] = (_role(pid), cpu)
     return out

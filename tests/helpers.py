@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import httpx
@@ -47,6 +47,21 @@ def descendants_of(pid: int) -> list[int]:
         out.extend(kids)
         todo.extend(kids)
     return out
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds ``pid`` has used; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def total_cpu_seconds(pids: Iterable[int]) -> float:
+    """CPU seconds of the ``pids`` still there, summed."""
+    return sum(c for c in map(cpu_seconds, pids) if c is not None)
 
 
 def alive(pid: int) -> bool:

@@ -14,7 +14,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import ROOT, alive, children_of, descendants_of, free_port, wait_until
+from tests.helpers import (
+    ROOT,
+    alive,
+    children_of,
+    descendants_of,
+    free_port,
+    total_cpu_seconds,
+    wait_until,
+)
 
 ray = pytest.importorskip("ray")
 serve = pytest.importorskip("ray.serve")
@@ -65,18 +73,6 @@ def reward_app() -> Iterator[object]:
     from bench.ray_bench import import_reward_app
 
     yield import_reward_app()
-
-
-def _cpu_s(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def test_split_body_keeps_order_fields_and_limits(reward_app: object) -> None:
@@ -175,7 +171,7 @@ def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
         # one large request is split over both replicas: both pools score a part of it
         big = [{"response": f"so the answer is $\\boxed{{{i}}}$.",
                 "ground_truth": str(i if i % 3 else i + 1), "id": str(i)} for i in range(480)]
-        cpu0 = [_cpu_s(descendants_of(pid)) for pid in replica_pids]
+        cpu0 = [total_cpu_seconds(descendants_of(pid)) for pid in replica_pids]
         with httpx.Client(base_url=base, timeout=120.0) as client:
             r = client.post("/v1/score", json={"items": big})
         assert r.status_code == 200, r.text
@@ -184,7 +180,7 @@ def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
         assert [x["status"] for x in reply["results"]] == [
             "correct" if i % 3 else "incorrect" for i in range(480)]
         assert reply["count"] == 480 and reply["statuses"]["correct"] == 320
-        used = [_cpu_s(descendants_of(pid)) - c for pid, c in zip(replica_pids, cpu0, strict=True)]
+        used = [total_cpu_seconds(descendants_of(pid)) - c for pid, c in zip(replica_pids, cpu0, strict=True)]
         assert min(used) > 0.02, used
         # an error in a split request is the plain service's: the whole body is answered by
         # one app, so the 422 names the item's index in the request (the part alone would
