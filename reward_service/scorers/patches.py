@@ -7,7 +7,10 @@ Each replaces a library internal with an equivalent that is faster on a long-liv
 * ``parse_cache``: math-verify's two 20-entry parse memos made 8192 entries, plain integers
   built without ANTLR, ``Number(text)`` memoised;
 * ``regex_prefilter``: an extraction regex is not run on a text that lacks a string all its
-  matches contain.
+  matches contain;
+* ``tail_scan``: ``extract_target_from_pred`` finds the same matches, in the same order,
+  from the end of the text (a long response is not scanned whole when its answer is at the
+  end).
 
 Nothing installs them as a side effect of building a scorer: call :func:`install_patches`
 where a process that scores starts (the zygote, before it builds the scorers and forks
@@ -23,13 +26,14 @@ _installed = False
 
 
 def install_patches() -> None:
-    """Install the three patches into this process (idempotent)."""
+    """Install the four patches into this process (idempotent)."""
     global _installed
-    from reward_service.scorers import parse_cache, regex_prefilter, sympy_namespace
+    from reward_service.scorers import parse_cache, regex_prefilter, sympy_namespace, tail_scan
 
     sympy_namespace.install()
     parse_cache.install()
     regex_prefilter.install()
+    tail_scan.install()
     _installed = True
 
 

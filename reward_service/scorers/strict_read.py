@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import groupby
 from typing import Any
 
 import math_verify.parser as _mv_parser
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
-from math_verify.parser import extract_match
 
-from reward_service.scorers import regex_prefilter
+from reward_service.scorers import regex_prefilter, tail_scan
 
 __all__ = ["BOX", "SPACES", "boxed_answers", "extract", "parse_boxed"]
 
 _CONFIGS = (LatexExtractionConfig(), ExprExtractionConfig())
-Groups = list[list[tuple[Any, Any]]]
 # [the library's get_extraction_regexes as last seen, its targets (kept alive), the groups]
 _GROUPS: list[Any] = [None, None, []]
 
 
-def _pattern_groups() -> Groups:
-    """The extraction patterns, (pattern, target) by priority, highest first, as
+def _pattern_groups() -> list[list[tuple[tail_scan.Scan, Any]]]:
+    """The extraction patterns as :mod:`tail_scan` scans, by priority, highest first, as
     ``extract_target_from_pred`` groups them. Looked up through the library's module, so a
     worker gets the patterns its speed patches installed (``fast_regex``'s start guard, the
     needle prefilter) whenever they were installed; built again only when that function is
@@ -36,15 +33,9 @@ def _pattern_groups() -> Groups:
     fn = _mv_parser.get_extraction_regexes
     if _GROUPS[0] is not fn:
         targets = fn(list(_CONFIGS))
-        ranked = sorted(
-            ((pattern, target, priority)
-             for group, target in regex_prefilter.wrap(targets)  # no-op on wrapped ones
-             for pattern, priority in group),
-            key=lambda x: x[2],
-        )
-        groups = [[(p, t) for p, t, _ in g] for _, g in groupby(ranked, key=lambda x: x[2])]
+        groups = tail_scan.scans(regex_prefilter.wrap(targets))  # no-op on wrapped ones
         _GROUPS[:] = [fn, targets, groups]
-    groups_now: Groups = _GROUPS[2]
+    groups_now: list[list[tuple[tail_scan.Scan, Any]]] = _GROUPS[2]
     return groups_now
 
 
@@ -54,45 +45,19 @@ def _pattern_groups() -> Groups:
 def extract(text: str) -> tuple[list[Any], re.Match[str] | None]:
     """``parse(text)`` with default configs, plus the regex match that produced the answer.
 
-    A copy of ``math_verify.parser.extract_target_from_pred`` (0.9.0, ``any_match``,
-    ``first_match`` fallback) that keeps the match; ``tests/test_corpus_agreement.py`` checks
-    it against ``parse`` on corpus rows.
+    ``math_verify.parser.extract_target_from_pred`` (0.9.0, ``any_match``, ``first_match``
+    fallback) as :func:`tail_scan.extract` runs it, keeping the match;
+    ``tests/test_corpus_agreement.py`` checks it against ``parse`` on corpus rows.
 
     ``parse()`` returns [] on any error, and so do we, except for the resource errors
     (``MemoryError``, ``RecursionError``): those propagate, so the item is ``error`` with a
     reason (as under ``math_verify``, whose log tap sees them), never a silent ``no_answer``."""
     try:
-        return _extract_unguarded(text)
+        return tail_scan.extract(text, _pattern_groups())
     except (MemoryError, RecursionError):
         raise
     except Exception:
         return [], None
-
-
-def _extract_unguarded(text: str) -> tuple[list[Any], re.Match[str] | None]:
-    found: list[Any] = []
-    fallbacks: list[str] = []
-    where: re.Match[str] | None = None
-    for group in _pattern_groups():
-        matches = sorted(
-            ((m, m.start(), m.end(), target) for pattern, target in group
-             for m in pattern.finditer(text)),
-            key=lambda x: (x[2], -x[1]),
-            reverse=True,
-        )
-        for m, _, _, target in matches:
-            value, fallback = extract_match(m, target)
-            if fallback:
-                fallbacks.append(fallback)
-            if value is not None:
-                found.append(value)
-                where = m
-                break
-        if found:
-            break
-    if fallbacks:
-        found.append(fallbacks[0])
-    return found, where
 
 
 # --- boxes, and answers as written ------------------------------------------------------------
