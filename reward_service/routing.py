@@ -9,8 +9,10 @@ signature (the OpenAPI schema, ``/docs``) and replaces only the per-request work
 * plain ``Depends(fn)`` dependencies are awaited as ``fn(request)`` (no sub-dependencies);
 * the body must be ``application/json`` (or ``+json``), as FastAPI's strict content type
   requires; it is decoded with orjson, falling back to the standard library for what orjson
-  refuses but Python accepts (``NaN``, integers over 64 bits, lone surrogates such as
-  ``"\\ud800"``, so that pydantic and the app answer them with a 422 naming the field), then
+  refuses but Python accepts (``NaN``, lone surrogates such as ``"\\ud800"``, so that
+  pydantic and the app answer them with a 422 naming the field) and for a body with a run of
+  19 or more digits (orjson turns an integer over 64 bits into a float, so a label such as
+  ``123456789012345678901234567890`` would be scored as ``1.2345678901234568e+29``), then
   validated once with pydantic;
 * the returned model is serialised by pydantic-core straight to JSON bytes, or the endpoint
   returns a ``Response`` itself (``POST /v1/score`` builds its reply as plain dicts and
@@ -39,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, get_args, get_origin
 from urllib.parse import parse_qsl
@@ -63,11 +66,16 @@ def _is_json(content_type: str) -> bool:
                                            and media.endswith("+json"))
 
 
+#: A digit run that may be an integer over 64 bits, which orjson parses as a float.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
 def _decode(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
+    if _LONG_DIGITS.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
