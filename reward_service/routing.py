@@ -64,8 +64,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_service.errors import ClientDisconnected, InvalidRequestError
 
-__all__ = ["ExpressLane", "FastAPIErrorsRoute", "LeanJSONRoute", "body_error",
-           "unless_disconnected"]
+__all__ = ["ON_DISCONNECT", "ExpressLane", "FastAPIErrorsRoute", "LeanJSONRoute",
+           "body_error", "unless_disconnected"]
 
 
 def _is_json(content_type: str) -> bool:
@@ -109,24 +109,32 @@ def body_error(exc: BaseException | None) -> str:
     return "request body is not valid JSON"
 
 
+#: Where a server may offer a cheaper way to learn of a disconnect than a watcher task:
+#: ``scope["extensions"][ON_DISCONNECT](callback)`` calls ``callback()`` (soon) once the
+#: client's connection is lost, and returns a function that withdraws it. The service's
+#: uvicorn protocol (``api/connections.py``) offers it; without it a task watches ``receive``.
+ON_DISCONNECT = "reward_service.on_disconnect"
+
+
 async def unless_disconnected(request: Request, work: Coroutine[Any, Any, Any]) -> Any:
     """Await ``work``, cancelling it if the client disconnects first. uvicorn keeps running a
     handler whose client is gone; a trainer whose read timed out would then wait, on its
     retry, behind the scoring of a batch nobody will read. Cancelling the handler drops the
-    batch's queued chunks (``WorkerPool.submit``). ``work`` runs in this task; one watcher
-    task waits for the disconnect (per-sample traffic pays for every task made here)."""
+    batch's queued chunks (``WorkerPool.submit``). ``work`` runs in this task; the server's
+    :data:`ON_DISCONNECT` hook, else one watcher task, says when the client is gone (a task
+    per request was ~1/6 of the server's CPU per one-sample request)."""
     this = asyncio.current_task()
     assert this is not None
-    gone = False
+    gone = finished = False
 
-    async def disconnected() -> None:  # the body is read: the next message is the disconnect
+    def lost() -> None:
         nonlocal gone
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        gone = True
-        this.cancel()
+        if not finished and not gone:
+            gone = True
+            this.cancel()
 
-    watcher = asyncio.ensure_future(disconnected())
+    hook = request.scope.get("extensions", {}).get(ON_DISCONNECT)
+    withdraw = hook(lost) if hook is not None else _watch(request, lost)
     try:
         return await work
     except asyncio.CancelledError:
@@ -135,7 +143,20 @@ async def unless_disconnected(request: Request, work: Coroutine[Any, Any, Any]) 
         this.uncancel()  # the cancel was ours: answered as ClientDisconnected
         raise ClientDisconnected from None
     finally:
-        watcher.cancel()
+        finished = True
+        withdraw()
+
+
+def _watch(request: Request, lost: Callable[[], None]) -> Callable[[], object]:
+    """A task that calls ``lost()`` when ``receive`` says the client is gone (the body is
+    read: the next message is the disconnect); returns its ``cancel``."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        lost()
+
+    return asyncio.ensure_future(disconnected()).cancel
 
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
