@@ -9,12 +9,19 @@ signature (the OpenAPI schema, ``/docs``) and replaces only the per-request work
 * plain ``Depends(fn)`` dependencies are awaited as ``fn(request)`` (no sub-dependencies);
 * the body must be ``application/json`` (or ``+json``), as FastAPI's strict content type
   requires; it is decoded with orjson, falling back to the standard library for what orjson
-  refuses but Python accepts (``NaN``, integers over 64 bits, lone surrogates such as
-  ``"\\ud800"``, so that pydantic and the app answer them with a 422 naming the field), then
+  refuses but Python accepts (``NaN``, lone surrogates such as ``"\\ud800"``, so that
+  pydantic and the app answer them with a 422 naming the field) and for a body with a run of
+  19 or more digits (orjson turns an integer over 64 bits into a float, so a label such as
+  ``123456789012345678901234567890`` would be scored as ``1.2345678901234568e+29``), then
   validated once with pydantic;
 * the returned model is serialised by pydantic-core straight to JSON bytes, or the endpoint
   returns a ``Response`` itself (``POST /v1/score`` builds its reply as plain dicts and
   serialises them with orjson).
+
+:class:`FastAPIErrorsRoute` is the same route with FastAPI's generic handler's error answers
+(the order of the checks, the body's Content-Type rule, JSON errors located at
+``("body", position)``, the options' and the body's errors answered together) for the
+framework protocols whose clients saw those answers first (``/slime/reward``, ``/verify``).
 
 Options in the URL come as one pydantic model, ``options: Annotated[Model, Query()]`` (the
 second parameter, if any), validated once from the query string; errors are located at
@@ -37,8 +44,11 @@ one error handler (``api/errors.py``) answers them exactly as it answers FastAPI
 from __future__ import annotations
 
 import asyncio
+import email.message
+import functools
 import inspect
 import json
+import re
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, get_args, get_origin
 from urllib.parse import parse_qsl
@@ -46,7 +56,7 @@ from urllib.parse import parse_qsl
 import orjson
 from fastapi.params import Query
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
@@ -54,7 +64,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reward_service.errors import ClientDisconnected, InvalidRequestError
 
-__all__ = ["ExpressLane", "LeanJSONRoute", "body_error", "unless_disconnected"]
+__all__ = ["ON_DISCONNECT", "ExpressLane", "FastAPIErrorsRoute", "LeanJSONRoute",
+           "body_error", "unless_disconnected"]
 
 
 def _is_json(content_type: str) -> bool:
@@ -63,11 +74,26 @@ def _is_json(content_type: str) -> bool:
                                            and media.endswith("+json"))
 
 
+#: A digit run that may be an integer over 64 bits, which orjson parses as a float.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+_UNDECODED = object()
+
+
+def _orjson_loads(raw: bytes) -> Any:
+    """orjson's reading of ``raw``, or ``_UNDECODED`` where only the standard library reads
+    it as Python does (or refuses it, with its reason)."""
+    if _LONG_DIGITS.search(raw) is None:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return _UNDECODED
+
+
 def _decode(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
+    if (data := _orjson_loads(raw)) is not _UNDECODED:
+        return data
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -83,24 +109,32 @@ def body_error(exc: BaseException | None) -> str:
     return "request body is not valid JSON"
 
 
+#: Where a server may offer a cheaper way to learn of a disconnect than a watcher task:
+#: ``scope["extensions"][ON_DISCONNECT](callback)`` calls ``callback()`` (soon) once the
+#: client's connection is lost, and returns a function that withdraws it. The service's
+#: uvicorn protocol (``api/connections.py``) offers it; without it a task watches ``receive``.
+ON_DISCONNECT = "reward_service.on_disconnect"
+
+
 async def unless_disconnected(request: Request, work: Coroutine[Any, Any, Any]) -> Any:
     """Await ``work``, cancelling it if the client disconnects first. uvicorn keeps running a
     handler whose client is gone; a trainer whose read timed out would then wait, on its
     retry, behind the scoring of a batch nobody will read. Cancelling the handler drops the
-    batch's queued chunks (``WorkerPool.submit``). ``work`` runs in this task; one watcher
-    task waits for the disconnect (per-sample traffic pays for every task made here)."""
+    batch's queued chunks (``WorkerPool.submit``). ``work`` runs in this task; the server's
+    :data:`ON_DISCONNECT` hook, else one watcher task, says when the client is gone (a task
+    per request was ~1/6 of the server's CPU per one-sample request)."""
     this = asyncio.current_task()
     assert this is not None
-    gone = False
+    gone = finished = False
 
-    async def disconnected() -> None:  # the body is read: the next message is the disconnect
+    def lost() -> None:
         nonlocal gone
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        gone = True
-        this.cancel()
+        if not finished and not gone:
+            gone = True
+            this.cancel()
 
-    watcher = asyncio.ensure_future(disconnected())
+    hook = request.scope.get("extensions", {}).get(ON_DISCONNECT)
+    withdraw = hook(lost) if hook is not None else _watch(request, lost)
     try:
         return await work
     except asyncio.CancelledError:
@@ -109,20 +143,31 @@ async def unless_disconnected(request: Request, work: Coroutine[Any, Any, Any]) 
         this.uncancel()  # the cancel was ours: answered as ClientDisconnected
         raise ClientDisconnected from None
     finally:
-        watcher.cancel()
+        finished = True
+        withdraw()
+
+
+def _watch(request: Request, lost: Callable[[], None]) -> Callable[[], object]:
+    """A task that calls ``lost()`` when ``receive`` says the client is gone (the body is
+    read: the next message is the disconnect); returns its ``cancel``."""
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        lost()
+
+    return asyncio.ensure_future(disconnected()).cancel
 
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
 def _validated(model: type[BaseModel], data: Any, where: str) -> BaseModel:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidRequestError(errors=[
-            {**e, "loc": (where, *e["loc"])}
-            for e in exc.errors(include_url=False, include_input=False)
-        ]) from None
+    errors: list[dict[str, Any]] = []
+    value = _collect(errors, model, data, where)
+    if value is None:
+        raise InvalidRequestError(errors=errors)
+    return value
 
 
 def _query_model(param: inspect.Parameter) -> type[BaseModel] | None:
@@ -134,10 +179,60 @@ def _query_model(param: inspect.Parameter) -> type[BaseModel] | None:
     return None
 
 
+def _query(request: Request) -> dict[str, str]:
+    """The query string as Starlette reads it: the last of repeated keys wins."""
+    return dict(parse_qsl(request.scope["query_string"].decode("latin-1"),
+                          keep_blank_values=True))
+
+
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=64)
+def _fastapi_json(content_type: str) -> bool:
+    """FastAPI's test of a Content-Type for a JSON body (``email.message``'s parsing)."""
+    if not content_type:
+        return False  # FastAPI's strict content type: no header, no JSON
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json"))
+
+
+def _fastapi_decode(raw: bytes) -> Any:
+    """``json.loads`` as Starlette's ``request.json()`` (orjson first, for speed: it accepts
+    nothing the standard library refuses), with FastAPI's answers to what it refuses."""
+    if (data := _orjson_loads(raw)) is not _UNDECODED:
+        return data
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidRequestError.at(("body", exc.pos), "JSON decode error",
+                                     "json_invalid") from None
+    except Exception as exc:  # FastAPI's 400 "error parsing the body", said in words
+        raise InvalidRequestError(body_error(exc)) from None
+
+
+def _collect(errors: list[dict[str, Any]], model: type[BaseModel], data: Any, where: str,
+             *, from_attributes: bool = False) -> BaseModel | None:
+    try:
+        return model.model_validate(data, from_attributes=from_attributes)
+    except ValidationError as exc:
+        errors.extend({**e, "loc": (where, *e["loc"])}
+                      for e in exc.errors(include_url=False, include_input=False))
+        return None
+
+
+Parser = Callable[[Request], Awaitable[list[BaseModel]]]
+
+
 class LeanJSONRoute(APIRoute):
-    """For endpoints ``async def f(body: Model[, options: Annotated[Options, Query()]])
-    -> ResponseModel`` (one JSON body, optionally one model of URL options) whose
-    dependencies take only the request. ``lean_handler`` is what :class:`ExpressLane` calls."""
+    """For endpoints ``async def f(body: Model[, options: Annotated[Options, Query()]])``
+    (one JSON body, optionally one model of URL options) whose dependencies take only the
+    request. The ``response_model`` (any type, or none when the endpoint returns a
+    ``Response``) documents the reply and serialises a result that is not a ``Response``;
+    it is never validated. ``lean_handler`` is what :class:`ExpressLane` calls."""
 
     lean_handler: Handler
 
@@ -151,17 +246,34 @@ class LeanJSONRoute(APIRoute):
                 or params[0].name != body_field.name):
             raise TypeError(f"LeanJSONRoute needs one pydantic body parameter (and at most "
                             f"one Query() model): {self.path}")
-        response_model = self.response_model
-        if not (isinstance(response_model, type) and issubclass(response_model, BaseModel)):
-            raise TypeError(f"LeanJSONRoute needs a pydantic response_model: {self.path}")
         checks: list[Callable[[Request], Awaitable[None]]] = [
             d.dependency for d in self.dependencies if d.dependency is not None
         ]
+        parse = self.parser(model, options, checks)
         endpoint: Callable[..., Coroutine[Any, Any, Any]] = self.endpoint
-        serializer = response_model.__pydantic_serializer__
+        serializer = (None if self.response_model is None
+                      else TypeAdapter(self.response_model).serializer)
         status_code = self.status_code or 200
 
         async def handler(request: Request) -> Response:
+            result = await unless_disconnected(request, endpoint(*await parse(request)))
+            if isinstance(result, Response):
+                return result
+            if serializer is None:
+                raise TypeError(f"{request.url.path}: no response_model to serialise "
+                                f"{type(result).__name__}")
+            return Response(serializer.to_json(result), status_code=status_code,
+                            media_type="application/json")
+
+        self.lean_handler = handler
+        return handler
+
+    def parser(self, model: type[BaseModel], options: type[BaseModel] | None,
+               checks: list[Callable[[Request], Awaitable[None]]]) -> Parser:
+        """The endpoint's arguments from a request, or the request's error: the service's
+        own order (dependencies, content type, body, options; the first error answers)."""
+
+        async def parse(request: Request) -> list[BaseModel]:
             for check in checks:
                 await check(request)
             if not _is_json(request.headers.get("content-type", "")):
@@ -169,17 +281,43 @@ class LeanJSONRoute(APIRoute):
                                              "content_type")
             args = [_validated(model, _decode(await request.body()), "body")]
             if options is not None:
-                query = request.scope["query_string"].decode("latin-1")
-                args.append(_validated(options, dict(parse_qsl(query, keep_blank_values=True)),
-                                       "query"))
-            result = await unless_disconnected(request, endpoint(*args))
-            if isinstance(result, Response):
-                return result
-            return Response(serializer.to_json(result), status_code=status_code,
-                            media_type="application/json")
+                args.append(_validated(options, _query(request), "query"))
+            return args
 
-        self.lean_handler = handler
-        return handler
+        return parse
+
+
+class FastAPIErrorsRoute(LeanJSONRoute):
+    """A :class:`LeanJSONRoute` whose errors are FastAPI's generic handler's, answer for
+    answer (``/slime/reward``, ``/verify``: framework protocols that clients already see
+    answered so). The body is read and decoded first (an undecodable body is a 422 before the
+    bearer check), JSON only for an ``application/json`` or ``+json`` Content-Type (any other
+    body, or none, is validated as it is and fails as the wrong type), a JSON error is located
+    at ``("body", position)``; then the dependencies; then the options and the body are both
+    validated, and every error of both answers."""
+
+    def parser(self, model: type[BaseModel], options: type[BaseModel] | None,
+               checks: list[Callable[[Request], Awaitable[None]]]) -> Parser:
+        async def parse(request: Request) -> list[BaseModel]:
+            raw = await request.body()
+            data = (_fastapi_decode(raw) if raw and _fastapi_json(request.headers.get(
+                "content-type", "")) else raw if raw else _MISSING)
+            for check in checks:
+                await check(request)
+            errors: list[dict[str, Any]] = []
+            query = (None if options is None
+                     else _collect(errors, options, _query(request), "query"))
+            if data is _MISSING:
+                errors.append({"loc": ("body",), "msg": "Field required", "type": "missing"})
+                body = None
+            else:
+                body = _collect(errors, model, data, "body", from_attributes=True)
+            if errors:
+                raise InvalidRequestError(errors=errors)
+            assert body is not None
+            return [body] if query is None else [body, query]
+
+        return parse
 
 
 ErrorResponder = Callable[[Request, Exception], Awaitable[Response]]

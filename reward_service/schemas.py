@@ -17,6 +17,7 @@ __all__ = [
     "ScoreRequest",
     "ScoreResponse",
     "SlimeRewardDetail",
+    "SlimeRewardOptions",
     "SlimeRewardRequest",
 ]
 
@@ -138,6 +139,17 @@ class SlimeRewardRequest(BaseModel):
     prompt: Any = Field(None, description="sample.prompt (unused).")
     response: str = Field(description="sample.response: the generated text alone.")
     label: Any = Field(None, description="sample.label: the ground truth (--label-key).")
+
+
+class SlimeRewardOptions(BaseModel):
+    """``/slime/reward``'s options, in the URL (slime posts only the body):
+    ``--rm-url 'http://HOST:PORT/slime/reward?details=true&scorer=gsm8k'``."""
+
+    details: bool = Field(False, description="Answer a dict (with --reward-key score) "
+                                             "instead of a bare number.")
+    scorer: str | None = Field(None, max_length=64, description="Scorer for the item.")
+    data_source: str | None = Field(None, max_length=256, description="Route as verl does.")
+    timeout_s: float | None = Field(None, gt=0, description="Deadline.")
 
 
 class SlimeRewardDetail(BaseModel):

@@ -206,6 +206,24 @@ def test_a_lone_surrogate_in_an_unused_field_is_harmless(client: httpx.Client) -
     assert r.status_code == 200 and r.json() == 1.0
 
 
+BIG = 123456789012345678901234567890  # over 64 bits: orjson would make it a float
+
+
+@pytest.mark.parametrize(("route", "body"), [
+    ("/get_reward", {"query": [f"Q: \\boxed{{{BIG}}}"], "prompts": ["Q: "], "labels": [BIG]}),
+    ("/slime/reward", {"response": f"\\boxed{{{BIG}}}", "label": BIG}),
+])
+def test_an_integer_over_64_bits_keeps_every_digit(client: httpx.Client, route: str,
+                                                   body: dict) -> None:
+    """A label sent as a JSON integer of 30 digits is that integer, not 1.2345678901234568e+29
+    (orjson parses integers over 64 bits as floats: the lean routes use the standard library
+    for such a body)."""
+    r = client.post(route, json=body)
+    assert r.status_code == 200, r.text
+    reward = r.json()["rewards"][0] if route == "/get_reward" else r.json()
+    assert reward == 1.0, r.text
+
+
 def test_too_many_items_gets_413(client: httpx.Client) -> None:
     items = [{"response": "1", "ground_truth": "1"}] * 200_000
     r = _score(client, items)

@@ -12,7 +12,10 @@ returns uvicorn's httptools protocol with two changes:
 * **header deadline**: every connection must complete a request's headers within
   ``header_timeout_s`` of being opened, or of its previous response; otherwise it is closed
   (idle connections and slowloris-style partial headers alike). The body has its own
-  deadline (``api.guards.BodyLimitMiddleware``).
+  deadline (``api.guards.BodyLimitMiddleware``);
+* **disconnect hook**: each request's scope offers ``routing.ON_DISCONNECT``, so a handler
+  learns that its client is gone from ``connection_lost`` instead of from a watcher task per
+  request (``routing.unless_disconnected``).
 
 :func:`connection_cap` sizes the cap from the process's open-file limit, leaving a reserve
 for the worker pool (two pipes per worker, the zygote's socket, logs).
@@ -24,8 +27,11 @@ import asyncio
 import logging
 import resource
 from collections import OrderedDict
+from collections.abc import Callable
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from reward_service.routing import ON_DISCONNECT
 
 __all__ = ["FD_RESERVE", "connection_cap", "guarded_protocol", "raise_nofile_limit"]
 
@@ -59,13 +65,49 @@ def connection_cap(nofile: int, workers: int, spares: int) -> int:
     return max(8, nofile - reserve)
 
 
+def _nothing() -> None:
+    pass
+
+
+class _DisconnectHookProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol whose request scopes offer ``routing.ON_DISCONNECT``."""
+
+    _lost = False  # the connection is gone
+    _on_lost: list[Callable[[], None]] | None = None  # the callbacks of the request in progress
+
+    def on_headers_complete(self) -> None:
+        extensions: dict[str, object] = {ON_DISCONNECT: self._when_lost}
+        self.scope["extensions"] = extensions  # type: ignore[typeddict-item]
+        super().on_headers_complete()
+
+    def _when_lost(self, callback: Callable[[], None]) -> Callable[[], None]:
+        if self._lost:
+            self.loop.call_soon(callback)
+            return _nothing
+        # reading may be paused by a large body: resumed, as a watcher's receive() would, so
+        # that the end of the connection is seen
+        self.flow.resume_reading()
+        if self._on_lost is None:
+            self._on_lost = []
+        callbacks = self._on_lost
+        callbacks.append(callback)
+        return lambda: callbacks.remove(callback) if callback in callbacks else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._lost = True
+        for callback in list(self._on_lost or ()):
+            callback()
+        self._on_lost = None
+
+
 def guarded_protocol(max_connections: int, header_timeout_s: float) -> type[asyncio.Protocol]:
     """uvicorn's httptools protocol with a connection cap and a request-header deadline."""
 
     # connections waiting for request headers, longest-waiting first (O(1) eviction)
     waiting: OrderedDict[GuardedHttpToolsProtocol, None] = OrderedDict()
 
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    class GuardedHttpToolsProtocol(_DisconnectHookProtocol):
         _header_timer: asyncio.TimerHandle | None = None  # armed while waiting for headers
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]

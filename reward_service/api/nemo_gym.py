@@ -11,6 +11,11 @@ there is no LLM judge, the library verdict is final, as with ``should_use_judge:
 ``status`` and ``reason`` are added (the service's per-item status). ``/seed_session``
 answers ``{}`` as NeMo-Gym's base server does.
 
+``/verify`` is called once per rollout, so it is on the lean route
+(``reward_service/routing.py``) with FastAPI's own error answers
+(:class:`~reward_service.routing.FastAPIErrorsRoute`). ``/seed_session`` takes no body (any
+body is ignored, as before), so it stays on FastAPI's generic route.
+
 Point NeMo-Gym's math environment at the service instead of its own ``math_with_judge``
 server (see docs/integrations.md). Options go in the URL: ``?scorer=`` (default
 ``math_verify``, the library NeMo-Gym's server uses), ``?timeout_s=``.
@@ -23,15 +28,17 @@ import time
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 from fastapi.params import Depends
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import Response
 
 from reward_service.api.openrlhf import COMPAT_RESPONSES
+from reward_service.routing import FastAPIErrorsRoute
 from reward_service.scorers.registry import resolve_scorer
 from reward_service.service import ScoringService
 
-__all__ = ["NemoGymResponse", "NemoGymVerifyRequest", "response_text", "router"]
+__all__ = ["NemoGymResponse", "NemoGymVerifyOptions", "NemoGymVerifyRequest", "response_text", "router"]
 
 #: NeMo-Gym's math server uses math-verify; so does this route unless ``?scorer=`` says otherwise.
 DEFAULT_SCORER = "math_verify"
@@ -57,6 +64,14 @@ class NemoGymVerifyRequest(BaseModel):
     question: str | None = None
 
 
+class NemoGymVerifyOptions(BaseModel):
+    """``/verify``'s options, in the URL (NeMo-Gym posts only the body)."""
+
+    scorer: str = Field(DEFAULT_SCORER, max_length=64,
+                        description="Scorer (default math_verify).")
+    timeout_s: float | None = Field(None, gt=0, description="Deadline.")
+
+
 def response_text(output: list[Any]) -> str:
     """The ``output_text`` parts of every ``message`` item of a Responses-API ``output``,
     joined (``math_with_judge/app.py: verify``); reasoning and tool-call items are skipped."""
@@ -77,19 +92,13 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
     """``POST /verify`` and ``POST /seed_session``."""
     r = APIRouter()
 
-    @r.post("/verify", dependencies=list(dependencies), responses=COMPAT_RESPONSES,
-            summary="NeMo-Gym math resource server: POST /verify")
-    async def verify(
-        body: NemoGymVerifyRequest,
-        scorer: Annotated[str, Query(max_length=64, description="Scorer (default math_verify).")]
-        = DEFAULT_SCORER,
-        timeout_s: Annotated[float | None, Query(gt=0, description="Deadline.")] = None,
-    ) -> Response:
+    async def verify(body: NemoGymVerifyRequest,
+                     options: Annotated[NemoGymVerifyOptions, Query()]) -> Response:
         t0 = time.perf_counter()
-        timeout = service.open(1, timeout_s)
+        timeout = service.open(1, options.timeout_s)
         text = response_text(body.response.output)
         job = service.job(("response", "expected_answer"), text, body.expected_answer,
-                          resolve_scorer(scorer, None), None, None)
+                          resolve_scorer(options.scorer, None), None, None)
         (s,) = await service.run([job], timeout)
         v = s.verdict
         reply = {**body.model_dump(), "reward": v.score, "extracted_answer": v.extracted,
@@ -98,6 +107,11 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
         service.done("nemo_gym_verify", t0)
         # ASCII-escaped: an echoed field may hold a lone surrogate (valid JSON, not UTF-8)
         return Response(json.dumps(reply, ensure_ascii=True), media_type="application/json")
+
+    r.add_api_route(
+        "/verify", verify, methods=["POST"], dependencies=list(dependencies),
+        route_class_override=FastAPIErrorsRoute,  # per rollout: see reward_service/routing.py
+        responses=COMPAT_RESPONSES, summary="NeMo-Gym math resource server: POST /verify")
 
     @r.post("/seed_session", dependencies=list(dependencies),
             summary="NeMo-Gym: start a session (nothing to set up)")

@@ -1,4 +1,9 @@
-"""``POST /slime/reward``: slime's remote reward protocol (translation in ``compat.py``)."""
+"""``POST /slime/reward``: slime's remote reward protocol (translation in ``compat.py``).
+
+One request per sample, so it is on the lean route (``reward_service/routing.py``) with
+FastAPI's own error answers (:class:`~reward_service.routing.FastAPIErrorsRoute`): options
+from the URL as one model, the reply serialised without validating it again.
+"""
 
 from __future__ import annotations
 
@@ -6,38 +11,30 @@ import time
 from collections.abc import Sequence
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query
 from fastapi.params import Depends
+from pydantic import TypeAdapter
+from starlette.responses import Response
 
 from reward_service.api.openrlhf import COMPAT_RESPONSES, misconfigured
 from reward_service.compat import CompatError, slime_item
-from reward_service.schemas import SlimeRewardDetail, SlimeRewardRequest
+from reward_service.routing import FastAPIErrorsRoute
+from reward_service.schemas import SlimeRewardDetail, SlimeRewardOptions, SlimeRewardRequest
 from reward_service.scorers.registry import resolve_scorer
 from reward_service.service import ScoringService
 
 __all__ = ["router"]
 
+#: What the route answers (and documents): a bare number, or the details.
+SlimeReply = float | SlimeRewardDetail
+_REPLY = TypeAdapter(SlimeReply).serializer
+
 
 def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRouter:
     r = APIRouter()
 
-    @r.post(
-        "/slime/reward", dependencies=list(dependencies),
-        response_model=float | SlimeRewardDetail,  # type: ignore[arg-type]
-        summary="slime remote reward: --rm-type remote_rm --rm-url http://HOST:PORT/slime/reward",
-        responses=COMPAT_RESPONSES,
-    )
-    async def slime_reward(
-        body: SlimeRewardRequest,
-        response: Response,
-        details: Annotated[bool, Query(description="Answer a dict (with --reward-key score) "
-                                                   "instead of a bare number.")] = False,
-        scorer: Annotated[str | None, Query(max_length=64,
-                                            description="Scorer for the item.")] = None,
-        data_source: Annotated[str | None, Query(max_length=256,
-                                                 description="Route as verl does.")] = None,
-        timeout_s: Annotated[float | None, Query(gt=0, description="Deadline.")] = None,
-    ) -> float | SlimeRewardDetail:
+    async def slime_reward(body: SlimeRewardRequest,
+                           options: Annotated[SlimeRewardOptions, Query()]) -> Response:
         """``{"prompt", "response", "label"}`` → the reward as a bare JSON number.
 
         slime uses the reply body as the reward, so it is ``1.0`` or ``0.0``; the status
@@ -45,8 +42,8 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
         ``{"score", "acc", "pred", "status", "reason"}`` for ``--reward-key score``.
         """
         t0 = time.perf_counter()
-        timeout = service.open(1, timeout_s)
-        name = resolve_scorer(scorer, data_source)  # unknown → 422
+        timeout = service.open(1, options.timeout_s)
+        name = resolve_scorer(options.scorer, options.data_source)  # unknown → 422
         try:
             e = slime_item(body.response, body.label)
         except CompatError as exc:
@@ -54,12 +51,21 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
         job = service.job(("response", "label"), e.response or "", e.ground_truth, name,
                           None, None)
         (s,) = await service.run([job], timeout)
-        response.headers["X-Reward-Status"] = s.verdict.status
+        v = s.verdict
+        reply: SlimeReply = v.score
+        if options.details:
+            reply = SlimeRewardDetail(score=v.score, acc=v.score, pred=v.extracted or "",
+                                      status=v.status, reason=v.reason)
         service.done("slime_reward", t0)
-        if details:
-            return SlimeRewardDetail(score=s.verdict.score, acc=s.verdict.score,
-                                     pred=s.verdict.extracted or "", status=s.verdict.status,
-                                     reason=s.verdict.reason)
-        return s.verdict.score
+        return Response(_REPLY.to_json(reply), media_type="application/json",
+                        headers={"X-Reward-Status": v.status})
 
+    r.add_api_route(
+        "/slime/reward", slime_reward, methods=["POST"],
+        response_model=SlimeReply,  # documents the reply; never validated per request
+        dependencies=list(dependencies),
+        route_class_override=FastAPIErrorsRoute,  # per-sample: see reward_service/routing.py
+        summary="slime remote reward: --rm-type remote_rm --rm-url http://HOST:PORT/slime/reward",
+        responses=COMPAT_RESPONSES,
+    )
     return r
