@@ -17,9 +17,8 @@ from bench.sections import Context, Row, Section
 # phase -> predicate on cProfile's (file, line, function) key
 _PHASES: list[tuple[str, Any]] = [
     ("extraction regexes (finditer)",
-     lambda f, ln, fn: fn == "<genexpr>" and (  # the library's, and math's copy (strict_read)
-         (f.endswith("math_verify/parser.py") and ln > 600)
-         or f.endswith("scorers/strict_read.py"))),
+     lambda f, ln, fn: (fn == "<genexpr>" and f.endswith("math_verify/parser.py") and ln > 600)
+     or (fn == "ranked" and f.endswith("scorers/tail_scan.py"))),  # the workers' (tail_scan)
     ("LaTeX normalisation", lambda f, ln, fn: fn == "normalize_latex"),
     ("ANTLR parse (lexer + parser)", lambda f, ln, fn: fn == "math" and "PSParser" in f),
     ("latex2sympy visitor + sympy construction",

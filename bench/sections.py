@@ -46,7 +46,14 @@ def median_ratio(pairs: Sequence[tuple[float, float]]) -> float:
 def registered() -> list[Section]:
     """Every section, in the order ``python -m bench`` runs them (imported here, lazily: a
     section module imports this one)."""
-    from bench import long_bench, overhead_bench, per_sample, profile_bench, ray_bench
+    from bench import (
+        long_bench,
+        overhead_bench,
+        per_sample,
+        profile_bench,
+        ray_bench,
+        targets_bench,
+    )
 
-    return [per_sample.SECTION, profile_bench.SECTION, long_bench.SECTION, ray_bench.SECTION,
-            overhead_bench.SECTION]
+    return [targets_bench.SECTION, per_sample.SECTION, profile_bench.SECTION,
+            long_bench.SECTION, ray_bench.SECTION, overhead_bench.SECTION]

@@ -55,6 +55,8 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from math_verify.parser import extract_match
+
 from reward_service.scorers.regex_prefilter import Prefiltered
 from reward_service.scorers.regex_tree import barrier_class, lead_probe
 
@@ -73,7 +75,7 @@ _LATEX_SAFE = frozenset("bcdefghijklmnqrstuvwxyzABCDEFGHIJKLMNOQRSTUVWXYZ0123456
 class Scan:
     """How one pattern's matches are found (see the module doc)."""
 
-    __slots__ = ("barrier", "kind", "latex", "lead", "pattern", "present", "probe")
+    __slots__ = ("barrier", "fold", "kind", "latex", "lead", "pattern", "present", "probe")
 
     def __init__(self, pattern: Any) -> None:
         self.present = pattern._present if isinstance(pattern, Prefiltered) else None
@@ -82,6 +84,9 @@ class Scan:
         led = lead_probe(inner) if isinstance(inner, re.Pattern) else None
         self.lead = led[0] if led else ""
         self.probe: re.Pattern[str] | None = led[1] if led else None
+        # the literal in lower case when it is case-insensitive and ASCII (_occurrences)
+        self.fold = (self.lead.lower() if self.probe is not None and self.lead.isascii()
+                     and self.probe.flags & re.IGNORECASE else None)
         self.barrier: re.Pattern[str] | None = None
         if self.probe is None and isinstance(inner, re.Pattern):
             self.barrier = barrier_class(inner)
@@ -120,7 +125,7 @@ class Scan:
         assert probe is not None
         starts = memo.get(probe)
         if starts is None:
-            starts = memo[probe] = _occurrences(probe, self.lead, text, memo)
+            starts = memo[probe] = _occurrences(probe, self.fold, text, memo)
         out: list[re.Match[str]] = []
         match, cursor = self.pattern.match, 0
         for at in starts:
@@ -167,22 +172,24 @@ def _is_latex_env(pattern: Any) -> bool:
     return False
 
 
-def _occurrences(probe: re.Pattern[str], literal: str, text: str, memo: dict[Any, Any],
+def _occurrences(probe: re.Pattern[str], fold: str | None, text: str, memo: dict[Any, Any],
                  ) -> list[int]:
     """Every start of a match of ``probe`` (a literal), overlapping ones too. A
     case-insensitive search is ~17x slower than ``str.find`` in ``re``; on an ASCII text an
-    ASCII literal's case-insensitive matches are exactly those of its lower case in the lower-
-    cased text (the engine's other case pairs, such as s and the long s, k and the Kelvin sign, are not ASCII)."""
-    if probe.flags & re.IGNORECASE and literal.isascii() and text.isascii():
+    ASCII literal's case-insensitive matches are exactly those of its lower case (``fold``)
+    in the lower-cased text (the engine's other case pairs, such as s and the long s, k and
+    the Kelvin sign, are not ASCII)."""
+    if fold is not None:
         low = memo.get("lower")
         if low is None:
-            low = memo["lower"] = text.lower()
-        needle, found = literal.lower(), []
-        at = low.find(needle)
-        while at >= 0:
-            found.append(at)
-            at = low.find(needle, at + 1)
-        return found
+            low = memo["lower"] = text.lower() if text.isascii() else ""
+        if low:
+            found = []
+            at = low.find(fold)
+            while at >= 0:
+                found.append(at)
+                at = low.find(fold, at + 1)
+            return found
     out = []
     at = probe.search(text)
     while at is not None:
@@ -209,9 +216,12 @@ def ranked(group: Group, text: str, tail: int = TAIL, memo: dict[Any, Any] | Non
         cut = -1
         for i, (scan, target) in enumerate(group):
             ms, q = scan.matches(text, window, memo)
-            cut = max(cut, q)
-            found.extend((m.end(), -m.start(), i, m, target) for m in ms)
-        found.sort(key=lambda x: (x[0], x[1]), reverse=True)
+            if q > cut:
+                cut = q
+            found.extend((m.end(), -m.start(), -i, m, target) for m in ms)
+        # the library's key (end, -start), reversed; -i keeps its stable tie-break (pattern
+        # order) and makes every key distinct, so the match objects are never compared
+        found.sort(reverse=True)
         exact = found if cut < 0 else [x for x in found if x[0] > cut]
         for x in exact[done:]:
             yield x[3], x[4]
@@ -226,8 +236,6 @@ def extract(text: str, groups: Sequence[Group], fallback_mode: str = "first_matc
             ) -> tuple[list[Any], re.Match[str] | None]:
     """``extract_target_from_pred`` (math-verify 0.9.0) over ``groups`` (highest priority
     first), also returning the match that produced the answer."""
-    from math_verify.parser import extract_match
-
     found: list[Any] = []
     fallbacks: list[str] = []
     where: re.Match[str] | None = None
