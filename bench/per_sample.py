@@ -31,15 +31,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.sections import Context, Section
-from tests.helpers import Service, descendants_of, read_jsonl, total_cpu_seconds
+from tests.helpers import ROOT, Service, descendants_of, read_jsonl, total_cpu_seconds
 from trainer_client.integrations import _common, verl
 from trainer_client.reward_client import RewardClient, RewardClientSettings, Timeout
 
@@ -175,9 +179,63 @@ def run_passes(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[s
             "targets": {"coalesced_async": 0.6, "raw_per_request": 0.4}}
 
 
+@contextlib.contextmanager
+def _floor_server() -> Iterator[tuple[str, int]]:
+    """uvicorn serving ``bench/floor_app.py`` on a free loopback port: (url, pid)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "bench.floor_app:app", "--host", "127.0.0.1",
+         "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--log-level",
+         "warning", "--no-access-log"], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # up when it accepts a connection
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the floor app did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def floor(rows: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any]:
+    """The raw patterns against a zero-cost app: CPU ms per request of the caller and of the
+    server (uvicorn and the kernel's TCP work), and the ceiling that leaves on this machine:
+    every request also needs the workers' CPU per item (the batched pass's), and caller,
+    server and workers share its cores, so no service could exceed
+    ``cores / (caller + floor server + workers per item)``."""
+    out: dict[str, Any] = {}
+    cores = os.cpu_count() or 1
+    cpu = measured["cpu_s"]["batched"]
+    workers_ms = cpu["workers"] / len(rows) * 1000
+    for name in ("raw_per_request", "raw_lean"):
+        with _floor_server() as (url, pid):
+            before = (time.process_time(), total_cpu_seconds([pid]))
+            PASSES[name](url, rows)
+            after = (time.process_time(), total_cpu_seconds([pid]))
+        client_ms = (after[0] - before[0]) / len(rows) * 1000
+        server_ms = (after[1] - before[1]) / len(rows) * 1000
+        ceiling = cores * 1000 / (client_ms + server_ms + workers_ms)
+        out[name] = {"client_ms": client_ms, "server_ms": server_ms, "workers_ms": workers_ms,
+                     "ceiling_items_s": ceiling,
+                     "ceiling_x_batched": ceiling / measured["items_s"]["batched"]}
+    return out
+
+
 def run(ctx: Context) -> dict[str, Any]:
     ctx.log("per-sample callers vs batched (bench/per_sample.py) ...")
-    return run_passes(list(ctx.rows[:300] if ctx.quick else ctx.rows), list(ctx.warm_rows))
+    rows = list(ctx.rows[:300] if ctx.quick else ctx.rows)
+    out = run_passes(rows, list(ctx.warm_rows))
+    ctx.log("per-sample: the raw patterns against a zero-cost app (the floor) ...")
+    out["floor"] = floor(rows, out)
+    return out
 
 
 _LABELS = {
@@ -214,6 +272,18 @@ server process, the workers.
         lines.append(f"| {label} | {r['items_s'][name]:.0f} | "
                      f"{r['ratio_to_batched'][name]:.2f} | "
                      f"{f'≥ {target:.1f}' if target else ''} | {split(name)} |")
+    fl = r.get("floor")
+    if fl:
+        lines += ["", "The raw patterns against a zero-cost app (`bench/floor_app.py`: uvicorn "
+                  "with httptools and uvloop, a fixed reply), CPU ms per request; the ceiling "
+                  "is what this machine's cores allow any service once the workers' CPU per "
+                  "item (batched pass) is added, as the callers share the cores here:", "",
+                  "| caller pattern | caller ms | floor server ms | workers ms/item | "
+                  "ceiling items/s | ceiling x batched |", "|---|---:|---:|---:|---:|---:|"]
+        for name, f in fl.items():
+            lines.append(f"| {_LABELS[name]} | {f['client_ms']:.3f} | {f['server_ms']:.3f} | "
+                         f"{f['workers_ms']:.3f} | {f['ceiling_items_s']:.0f} | "
+                         f"**{f['ceiling_x_batched']:.2f}** |")
     return "\n".join(lines) + "\n"
 
 
