@@ -10,9 +10,11 @@ import socket
 from typing import Any, ClassVar
 
 import httpx
+import orjson
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from reward_service import routing
 from reward_service.app import create_app
 from reward_service.settings import Settings
 from tests.helpers import service, wait_until
@@ -178,3 +180,16 @@ def test_a_slime_or_nemo_gym_client_that_disconnects_gets_its_handler_cancelled(
             route = target.split("?")[0]
             assert wait_until(lambda: f'code="499",route="{route}"'  # noqa: B023
                               in httpx.get(svc.url + "/metrics").text, timeout_s=3), route
+
+
+@pytest.mark.parametrize("number", [18446744073709551617, -9223372036854775809,
+                                    123456789012345678901234567890])
+def test_a_body_with_an_integer_beyond_64_bits_decodes_to_that_integer(number: int) -> None:
+    """orjson reads these as floats (the control); ``_decode`` reads them exactly, whether the
+    long digit run is a number or sits in a string next to one."""
+    raw = json.dumps({"label": number, "text": "x" * 1000}).encode()
+    assert orjson.loads(raw)["label"] != number  # the control: orjson rounds it
+    assert routing._decode(raw)["label"] == number
+    assert type(routing._decode(raw)["label"]) is int
+    short = json.dumps({"label": 12345678901234567, "text": "7" * 19}).encode()
+    assert routing._decode(short) == json.loads(short)
