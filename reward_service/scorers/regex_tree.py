@@ -13,14 +13,12 @@ from re import _constants as C  # type: ignore[attr-defined]
 from re import _parser as P  # type: ignore[attr-defined]
 from typing import Any
 
+from reward_service.scorers.fast_regex import _CATEGORIES, _REPEATS  # one definition of each
+
 __all__ = ["barrier_class", "lead_probe"]
 
 _MIN_LEAD = 3
 _ENGINE_FLAGS = re.IGNORECASE | re.DOTALL | re.ASCII | re.UNICODE
-_REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT, getattr(C, "POSSESSIVE_REPEAT", C.MAX_REPEAT))
-_CATEGORIES = {C.CATEGORY_DIGIT: r"\d", C.CATEGORY_NOT_DIGIT: r"\D",
-               C.CATEGORY_SPACE: r"\s", C.CATEGORY_NOT_SPACE: r"\S",
-               C.CATEGORY_WORD: r"\w", C.CATEGORY_NOT_WORD: r"\W"}
 
 
 class _Opaque(Exception):

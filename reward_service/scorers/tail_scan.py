@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from itertools import groupby
 from typing import Any
 
 from math_verify.parser import extract_match
@@ -294,17 +295,9 @@ def scans(target_res: Sequence[tuple[Sequence[tuple[Any, int]], Any]]) -> list[l
 
 def _build_groups(target_res: Sequence[tuple[Sequence[tuple[Any, int]], Any]],
                   ) -> list[list[tuple[Scan, Any]]]:
-    flat = [(pattern, target, priority) for patterns, target in target_res
-            for pattern, priority in patterns]
-    flat.sort(key=lambda x: x[2])  # stable, as the library's sorted()
-    out: list[list[tuple[Scan, Any]]] = []
-    last = None
-    for pattern, target, priority in flat:
-        if not out or priority != last:
-            out.append([])
-            last = priority
-        out[-1].append((_scan(pattern), target))
-    return out
+    flat = sorted(((pattern, target, priority) for patterns, target in target_res
+                   for pattern, priority in patterns), key=lambda x: x[2])  # stable, as the library's
+    return [[(_scan(p), t) for p, t, _ in g] for _, g in groupby(flat, key=lambda x: x[2])]
 
 
 def install() -> None:
