@@ -9,6 +9,7 @@ is never an HTTP error: it is a status in its result.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -41,6 +42,14 @@ def _log_sandbox(settings: Settings, report: dict[str, Any]) -> None:
     log.log(level, "sandbox layers", extra={"sandbox": settings.sandbox,
                                             "active": ",".join(active) or "none",
                                             "inactive": ",".join(inactive) or "none"})
+
+
+#: FastAPI >= 0.160 checks OpenTelemetry's global providers on every request (~20 Python
+#: calls, three environment lookups) for its native telemetry; the service exports its own
+#: Prometheus metrics, so that telemetry is off where the installed FastAPI has it.
+_NO_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {})
 
 
 class _App(FastAPI):
@@ -79,6 +88,7 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
         openapi_url=None if token else "/openapi.json",
         docs_url=None if token else "/docs",
         redoc_url=None if token else "/redoc",
+        **_NO_TELEMETRY,
     )
     app.state.settings = settings
     app.state.pool = pool
