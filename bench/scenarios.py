@@ -69,6 +69,29 @@ def in_process(rows: Sequence[Row], timeouts: bool, warm: Sequence[Row]) -> dict
         return ex.submit(_in_process_job, rows, timeouts, warm).result()
 
 
+def ours_in_process(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> dict[str, Any]:
+    """The workers' own scorer (``scorer``, with the patches a worker installs) in a fresh
+    interpreter on one core, warmed as the stock passes are: what the service's workers could
+    do with nothing else running (no server, no pipes, no client)."""
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        return ex.submit(_ours_job, rows, scorer, warm).result()
+
+
+def _ours_job(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> dict[str, Any]:
+    from reward_service.scorers.impl import build_scorers
+    from reward_service.scorers.patches import install_patches
+
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
+    install_patches()  # as the zygote does before it builds the scorers
+    fn = build_scorers()[scorer]
+    for r in warm:
+        fn(r["response"], r["gold"], {})
+    t0 = time.perf_counter()
+    verdicts = [fn(r["response"], r["gold"], {}).status == "correct" for r in rows]
+    wall = time.perf_counter() - t0
+    return {"seconds": wall, "items_s": len(rows) / wall, "verdicts": verdicts}
+
+
 def _pool_job(args: tuple[str, str]) -> bool:
     return stock_verdict(args[0], args[1], timeouts=True)
 

@@ -10,6 +10,7 @@ import argparse
 import gc
 import logging
 import math
+import os
 import signal
 import sys
 from types import FrameType
@@ -38,6 +39,19 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         self._on_exit_signal()  # type: ignore[operator]  # only sets a flag
         super().handle_exit(sig, frame)
+
+
+def batch_scheduling() -> str:
+    """Put this process (and what it starts later: the zygote, the workers) under
+    ``SCHED_BATCH``; returns the policy in force ("batch", or why not)."""
+    policy = getattr(os, "SCHED_BATCH", None)
+    if policy is None:
+        return "normal (no SCHED_BATCH here)"
+    try:
+        os.sched_setscheduler(0, policy, os.sched_param(0))
+    except OSError as exc:
+        return f"normal ({exc.strerror})"
+    return "batch"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reward-service: invalid settings: {errors}", file=sys.stderr)  # noqa: T201
         return 2
     configure_logging(settings.log_level)
+    sched = batch_scheduling() if settings.sched_batch else "normal"
     nofile = raise_nofile_limit()
     max_connections = settings.max_connections or connection_cap(
         nofile, settings.workers, settings.spares)
@@ -96,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("starting", extra={"version": __version__, "host": settings.host,
                                 "port": settings.port, "workers": settings.workers,
                                 "sandbox": settings.sandbox, "open_files": nofile,
+                                "sched": sched,
                                 "max_connections": max_connections})
     server.run()
     if not server.started:

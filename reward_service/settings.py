@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     worker_start_timeout_s: float = Field(60.0, gt=0, description="Spawn + import + warm-up.")
     worker_stop_timeout_s: float = Field(2.0, gt=0, description="Wait after EOF before SIGKILL.")
     recycle_after_items: int = Field(20000, ge=1, description="Restart a worker after K items.")
+    sched_batch: bool = Field(
+        True, description="Run the server, its zygote and workers under Linux's SCHED_BATCH "
+        "policy: a process woken by a pipe or socket does not preempt a running one, so a "
+        "worker's result does not interrupt the other worker mid-item (the server reads "
+        "results in bursts). No effect where the policy is unavailable.",
+    )
     recycle_rss_mb: int = Field(
         1024, ge=64, description="Restart a worker whose resident memory grows past this."
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -71,3 +72,18 @@ def test_sigkill_of_the_server_takes_every_worker_down() -> None:
         ]
     finally:
         svc.stop()
+
+
+def test_the_server_and_its_workers_run_under_sched_batch() -> None:
+    """``REWARD_SCHED_BATCH`` (default on): the server, the zygote and every worker are
+    ``SCHED_BATCH`` and still score; off, all stay ``SCHED_OTHER`` (the control)."""
+    for on, policy in ((True, os.SCHED_BATCH), (False, os.SCHED_OTHER)):
+        with Service(REWARD_SCHED_BATCH=str(on).lower(), REWARD_LOG_LEVEL="info") as svc:
+            r = httpx.post(svc.url + "/v1/score", json={"items": _batch(4, "s")}, timeout=30)
+            assert r.status_code == 200 and {x["status"] for x in r.json()["results"]} == {
+                "correct"}
+            assert svc.proc is not None
+            pids = [svc.proc.pid, *svc.worker_pids()]
+            assert len(pids) >= 4  # server, zygote, workers
+            assert {p: os.sched_getscheduler(p) for p in pids} == dict.fromkeys(pids, policy)
+            assert f"sched={'batch' if on else 'normal'}" in svc.log()
