@@ -8,7 +8,9 @@ replica; the app splits a large request over the replicas itself (``deploy/ray/f
 Where the difference goes: the CPU seconds each kind of process used during the pass (this
 process's descendants, from ``/proc``): workers, the server(s) (the FastAPI process, or the
 Serve replicas), Serve's HTTP proxy and Ray's own daemons; how busy the workers were; and the
-round trip of one single-item request through each service (the fixed cost per request).
+round trip of one single-item request through each service (the fixed cost per request), with
+the CPU it costs each kind of process, next to that of a no-op Serve app through the same proxy
+(Serve's own fixed cost on this machine).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import orjson
+
 from bench import scenarios as sc
-from bench.overhead_bench import TRIVIAL, score_one
+from bench.overhead_bench import HEADERS, TRIVIAL, score_one
 from bench.sections import Context, Section
 from tests.helpers import ROOT, cpu_seconds, descendants_of, free_port, wait_until
 
@@ -62,12 +66,13 @@ def _role(pid: int) -> str:
 
 
 def _cpu_by_role(before: dict[int, tuple[str, float]],
-                 after: dict[int, tuple[str, float]]) -> dict[str, float]:
+                 after: dict[int, tuple[str, float]], digits: int = 2) -> dict[str, float]:
     out: dict[str, float] = {}
     for pid, (role, cpu) in after.items():
         prev = before.get(pid, (role, 0.0))[1]
         out[role] = out.get(role, 0.0) + cpu - prev
-    return {k: round(v, 2) for k, v in sorted(out.items()) if v > 0.005}
+    floor = 0.5 * 10 ** -digits
+    return {k: round(v, digits) for k, v in sorted(out.items()) if v > floor}
 
 
 class _Url:
@@ -81,15 +86,48 @@ PATTERNS = (("client_defaults", {"batch": 4096, "chunk": 512, "in_flight": 4}),
             ("sequential_512", {"batch": 512}))
 
 
-def _floor_ms(url: str, n: int = 50) -> float:
-    """p50 round trip of a trivial single-item request (``overhead_bench.TRIVIAL``, scored in
-    about 0.1 ms) on one keep-alive connection: the fixed cost of one request."""
+def _floor(url: str, n: int = 100, path: str = "/v1/score") -> dict[str, Any]:
+    """A trivial single-item request (``overhead_bench.TRIVIAL``, scored in about 0.1 ms) ``n``
+    times on one keep-alive connection: the fixed cost of one request. ``ms``: the p50 round
+    trip; ``cpu_ms``: CPU ms per request by process kind (this process's descendants), which
+    says whether that time is work or waiting."""
     host, port = url.split("//", 1)[1].rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    body = orjson.dumps({"items": [TRIVIAL]})
+
+    def one() -> float:
+        if path == "/v1/score":
+            return score_one(conn, TRIVIAL)[0]
+        t0 = time.perf_counter()
+        conn.request("POST", path, body=body, headers=HEADERS)
+        resp = conn.getresponse()
+        payload = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{path} answered {resp.status}: {payload[:300]!r}")
+        return (time.perf_counter() - t0) * 1000
+
     try:
-        return statistics.median(score_one(conn, TRIVIAL)[0] for _ in range(n))
+        one()
+        before = _descendants()
+        ms = statistics.median(one() for _ in range(n))
+        cpu = _cpu_by_role(before, _descendants(), digits=4)
     finally:
         conn.close()
+    return {"ms": ms, "cpu_ms": {k: round(v * 1000 / n, 2) for k, v in cpu.items()}}
+
+
+def _noop_app() -> Any:
+    """A Serve deployment that does nothing (an HTTP ``__call__`` that reads the body and
+    answers a constant; one replica, no CPU reserved): Serve's own fixed cost for one request
+    with a body on this machine, through the same proxy, next to the reward app's."""
+    from ray import serve
+
+    @serve.deployment(name="noop", num_replicas=1, ray_actor_options={"num_cpus": 0})
+    class Noop:
+        async def __call__(self, request: Any) -> dict[str, int]:  # a starlette Request
+            return {"bytes": len(await request.body())}
+
+    return Noop.bind()  # type: ignore[attr-defined]
 
 
 def _passes(target: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -102,7 +140,7 @@ def _passes(target: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
         r = sc.service_throughput(target, part, timeout_s=None, **kwargs)
         out[name] = {"items_s": r["items_s"], "seconds": r["seconds"],
                      "cpu_s": _cpu_by_role(t0, _descendants()), "verdicts": r["verdicts"]}
-    out["floor_ms"] = _floor_ms(target.url)
+    out["floor"] = _floor(target.url)
     return out
 
 
@@ -176,6 +214,9 @@ def local_serve(app: Any, name: str, *, pick_port: Callable[[], int] = free_port
 
 
 def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    import httpx
+    from ray import serve
+
     reward_app = import_reward_app()
     settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
                 "log_level": "warning"}
@@ -187,6 +228,17 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
         out = _passes(target, rows)
         out["start_s"] = started
+        serve.run(_noop_app(), name="noop-floor", route_prefix="/noop", blocking=False)
+
+        def noop_routed() -> bool:  # the proxy learns the new route by long poll
+            try:
+                return httpx.post(url + "/noop/v1/score", content=b"{}", timeout=2.0).is_success
+            except httpx.HTTPError:
+                return False
+
+        if not wait_until(noop_routed, timeout_s=60.0, interval_s=0.2):
+            raise RuntimeError(f"no-op Serve app not routed: {serve.status()}")
+        out["noop_floor"] = _floor(url, path="/noop/v1/score")
         return out
 
 
@@ -204,8 +256,12 @@ def run(ctx: Context) -> dict[str, Any]:
     ctx.log("ray serve: plain service again ...")
     last = _plain(ctx, rows)
     out: dict[str, Any] = {"rows": len(rows), "start_s": serve_out.pop("start_s"),
-                           "plain_floor_ms": [first["floor_ms"], last["floor_ms"]],
-                           "ray_floor_ms": serve_out["floor_ms"]}
+                           "plain_floor_ms": [first["floor"]["ms"], last["floor"]["ms"]],
+                           "ray_floor_ms": serve_out["floor"]["ms"],
+                           "noop_floor_ms": serve_out["noop_floor"]["ms"],
+                           "plain_floor_cpu_ms": first["floor"]["cpu_ms"],
+                           "ray_floor_cpu_ms": serve_out["floor"]["cpu_ms"],
+                           "noop_floor_cpu_ms": serve_out["noop_floor"]["cpu_ms"]}
     for name, _ in PATTERNS:
         plain = (first[name]["items_s"] + last[name]["items_s"]) / 2
         ray_pass = serve_out[name]
@@ -221,6 +277,9 @@ def run(ctx: Context) -> dict[str, Any]:
 
 
 def report(r: dict[str, Any]) -> str:
+    def cpu(d: dict[str, float]) -> str:
+        return ", ".join(f"{k} {v:.2f}" for k, v in d.items())
+
     lines = [f"""## Ray Serve: 2 replicas x 1 worker vs the plain service with 2 workers
 
 {r['rows']} corpus rows, one run: the plain service, then the Serve app (local Ray, 2 CPUs;
@@ -230,7 +289,10 @@ the rows; ratio = Serve / mean of the two plain passes. CPU seconds by process k
 each pass (the plain pass is the first one); workers busy = their CPU / (2 x wall).
 One trivial single-item request (p50, keep-alive `http.client`): plain
 {r['plain_floor_ms'][0]:.1f} / {r['plain_floor_ms'][1]:.1f} ms, through Serve
-{r['ray_floor_ms']:.1f} ms.
+{r['ray_floor_ms']:.1f} ms; Serve's own floor, a no-op app (an HTTP `__call__`, one replica, the same
+proxy, reads the body): {r['noop_floor_ms']:.1f} ms. CPU ms per such request, by process kind:
+plain: {cpu(r['plain_floor_cpu_ms'])}. Serve: {cpu(r['ray_floor_cpu_ms'])}.
+No-op: {cpu(r['noop_floor_cpu_ms'])}.
 
 | client pattern | plain items/s (before, after) | Serve items/s | Serve / plain | verdict mismatches |
 |---|---:|---:|---:|---:|"""]
