@@ -279,8 +279,18 @@ def test_workers_that_die_while_starting_are_retried(record: dict) -> None:
         await pool.start()
         seen: list[int] = []
         try:
-            for _ in range(3):
-                victim = pool.worker_pids("active")[0]
+            # A replacement is caught while starting by polling, which a busy machine can
+            # miss (it was ready before the next poll): try again, up to a minute, until the
+            # pool has counted one start failure (the event this test is about), at least 3x.
+            attempts, until = 0, time.monotonic() + 60
+            while attempts < 3 or (not pool.status().restarts.get("start_failure")
+                                   and time.monotonic() < until):
+                attempts += 1
+                active = pool.worker_pids("active")
+                if not active:
+                    await asyncio.sleep(0.05)
+                    continue
+                victim = active[0]
                 os.kill(victim, signal.SIGKILL)  # forces a replacement to be forked ...
                 seen.append(victim)
                 deadline = time.monotonic() + 5
@@ -289,6 +299,7 @@ def test_workers_that_die_while_starting_are_retried(record: dict) -> None:
                 for pid in pool.worker_pids("starting"):  # ... which dies while starting
                     os.kill(pid, signal.SIGKILL)
                     seen.append(pid)
+                await asyncio.sleep(0.05)  # the pool's turn to see the deaths
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
                 st = pool.status()
