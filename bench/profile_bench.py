@@ -50,11 +50,7 @@ def _job(rows: Sequence[Row], warm: Sequence[Row], ours: str | None) -> dict[str
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     if ours:
-        from reward_service.scorers.impl import build_scorers
-        from reward_service.scorers.patches import install_patches
-
-        install_patches()  # as the zygote does before it builds the scorers
-        scorer = build_scorers()[ours]
+        scorer = sc.ours_scorer(ours)
 
         def one(r: Row) -> None:
             scorer(r["response"], r["gold"], {})

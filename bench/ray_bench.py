@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from bench import scenarios as sc
-from bench.overhead_bench import HEADERS, TRIVIAL, score_one
+from bench.overhead_bench import HEADERS, TRIVIAL
 from bench.sections import Context, Section
 from tests.helpers import ROOT, cpu_seconds, descendants_of, free_port, wait_until
 
@@ -96,8 +96,6 @@ def _floor(url: str, n: int = 100, path: str = "/v1/score") -> dict[str, Any]:
     body = orjson.dumps({"items": [TRIVIAL]})
 
     def one() -> float:
-        if path == "/v1/score":
-            return score_one(conn, TRIVIAL)[0]
         t0 = time.perf_counter()
         conn.request("POST", path, body=body, headers=HEADERS)
         resp = conn.getresponse()

@@ -77,13 +77,19 @@ def ours_in_process(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> di
         return ex.submit(_ours_job, rows, scorer, warm).result()
 
 
-def _ours_job(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> dict[str, Any]:
+def ours_scorer(scorer: str) -> Any:
+    """The workers' scorer ``scorer`` in this process, built as the zygote builds it (after
+    installing the workers' patches, which only a fresh interpreter should get)."""
     from reward_service.scorers.impl import build_scorers
     from reward_service.scorers.patches import install_patches
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
-    install_patches()  # as the zygote does before it builds the scorers
-    fn = build_scorers()[scorer]
+    install_patches()
+    return build_scorers()[scorer]
+
+
+def _ours_job(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> dict[str, Any]:
+    fn = ours_scorer(scorer)
     for r in warm:
         fn(r["response"], r["gold"], {})
     t0 = time.perf_counter()

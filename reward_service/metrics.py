@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -21,44 +22,6 @@ from prometheus_client.utils import floatToGoString
 __all__ = ["Counter", "Histogram", "Metrics"]
 
 _LATENCY = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-
-
-class _Family:
-    """A labelled family whose children are created on first use and kept (as
-    prometheus_client keeps them); ``labels`` takes the label values by name."""
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (), *,
-                 registry: CollectorRegistry) -> None:
-        self.name, self.documentation = name, documentation
-        self.labelnames = tuple(labelnames)
-        self._children: dict[tuple[str, ...], object] = {}
-        if not self.labelnames:
-            self._default = self._child(())
-        registry.register(self)  # type: ignore[arg-type]  # a Collector: collect, describe
-
-    def _new(self) -> object:
-        raise NotImplementedError
-
-    def _child(self, key: tuple[str, ...]) -> object:
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = self._new()
-        return child
-
-    def _key(self, labels: dict[str, str]) -> tuple[str, ...]:
-        if len(labels) != len(self.labelnames):
-            raise ValueError(f"{self.name}: labels {sorted(labels)}, expected {self.labelnames}")
-        return tuple(str(labels[n]) for n in self.labelnames)
-
-    def _items(self) -> list[tuple[tuple[str, ...], object]]:
-        return list(self._children.items())  # one C call: a consistent copy
-
-    def _family(self) -> Metric:
-        raise NotImplementedError
-
-    def describe(self) -> list[Metric]:
-        """The family without samples: lets the registry refuse a duplicate name."""
-        return [self._family()]
 
 
 class _Count:
@@ -71,28 +34,6 @@ class _Count:
         if amount < 0:
             raise ValueError("counters only go up")
         self.value += amount
-
-
-class Counter(_Family):
-    """prometheus_client's ``Counter`` (``labels(...).inc(n)``, ``inc(n)``), lock-free."""
-
-    def _new(self) -> _Count:
-        return _Count()
-
-    def labels(self, **labels: str) -> _Count:
-        return self._child(self._key(labels))  # type: ignore[return-value]
-
-    def inc(self, amount: float = 1.0) -> None:
-        self._default.inc(amount)  # type: ignore[attr-defined]
-
-    def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def collect(self) -> Iterator[Metric]:
-        family = self._family()
-        for key, child in self._items():
-            family.add_metric(list(key), child.value)  # type: ignore[attr-defined]
-        yield family
 
 
 class _Buckets:
@@ -108,7 +49,72 @@ class _Buckets:
         self.sum += value
 
 
-class Histogram(_Family):
+_C = TypeVar("_C", _Count, _Buckets)
+
+
+class _Family(Generic[_C]):
+    """A labelled family whose children are created on first use and kept (as
+    prometheus_client keeps them); ``labels`` takes the label values by name. A subclass
+    makes a child (``_new``) and renders the family (``collect``)."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str] = (), *,
+                 registry: CollectorRegistry) -> None:
+        self.name, self.documentation = name, documentation
+        self.labelnames = tuple(labelnames)
+        self._children: dict[tuple[str, ...], _C] = {}
+        if not self.labelnames:
+            self._default: _C = self._child(())
+        registry.register(self)  # type: ignore[arg-type]  # a Collector: collect, describe
+
+    def _new(self) -> _C:
+        raise NotImplementedError
+
+    def _child(self, key: tuple[str, ...]) -> _C:
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = self._new()
+        return child
+
+    def labels(self, **labels: str) -> _C:
+        if len(labels) != len(self.labelnames):
+            raise ValueError(f"{self.name}: labels {sorted(labels)}, expected {self.labelnames}")
+        try:
+            return self._child(tuple(str(labels[n]) for n in self.labelnames))
+        except KeyError:
+            raise ValueError(
+                f"{self.name}: labels {sorted(labels)}, expected {self.labelnames}") from None
+
+    def _items(self) -> list[tuple[tuple[str, ...], _C]]:
+        return list(self._children.items())  # one C call: a consistent copy
+
+    def _family(self) -> Metric:
+        raise NotImplementedError
+
+    def describe(self) -> list[Metric]:
+        """The family without samples: lets the registry refuse a duplicate name."""
+        return [self._family()]
+
+
+class Counter(_Family[_Count]):
+    """prometheus_client's ``Counter`` (``labels(...).inc(n)``, ``inc(n)``), lock-free."""
+
+    def _new(self) -> _Count:
+        return _Count()
+
+    def inc(self, amount: float = 1.0) -> None:
+        self._default.inc(amount)
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterator[Metric]:
+        family = self._family()
+        for key, child in self._items():
+            family.add_metric(list(key), child.value)
+        yield family
+
+
+class Histogram(_Family[_Buckets]):
     """prometheus_client's ``Histogram`` (``labels(...).observe(v)``, ``observe(v)``),
     lock-free."""
 
@@ -120,11 +126,8 @@ class Histogram(_Family):
     def _new(self) -> _Buckets:
         return _Buckets(self.bounds)
 
-    def labels(self, **labels: str) -> _Buckets:
-        return self._child(self._key(labels))  # type: ignore[return-value]
-
     def observe(self, value: float) -> None:
-        self._default.observe(value)  # type: ignore[attr-defined]
+        self._default.observe(value)
 
     def _family(self) -> HistogramMetricFamily:
         return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
@@ -132,12 +135,11 @@ class Histogram(_Family):
     def collect(self) -> Iterator[Metric]:
         family = self._family()
         for key, child in self._items():
-            counts, total = list(child.counts), child.sum  # type: ignore[attr-defined]
             cumulative, buckets = 0, []
-            for bound, n in zip((*self.bounds, float("inf")), counts, strict=True):
+            for bound, n in zip((*self.bounds, float("inf")), list(child.counts), strict=True):
                 cumulative += n
                 buckets.append((floatToGoString(bound), cumulative))
-            family.add_metric(list(key), buckets, sum_value=total)
+            family.add_metric(list(key), buckets, sum_value=child.sum)
         yield family
 
 
