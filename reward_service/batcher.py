@@ -1,8 +1,11 @@
-"""From validated request items to ordered results: routing, cache, dedup, gold grouping.
+"""From validated request items to ordered results: routing, cache, dedup.
 
 Identical items (same scorer, response, ground truth and scorer options) are scored once per
-request and, for definitive verdicts, remembered in a bounded LRU across requests. Items that
-share a ground truth are sent next to each other, so a worker parses each gold once.
+request and, for definitive verdicts, remembered in a bounded LRU across requests. The rest
+go to the pool in request order. (Items sharing a ground truth used to be sent next to each
+other so that one worker parsed each gold once; each worker now memoises parsed golds, and
+such a group, one prompt's samples, tends to cost alike, so the pool deals it over every
+worker instead: ``pool/records.py:deal``.)
 
 Each request is its own pool submission, so the pool's fair dispatch between requests holds
 for small requests too (a group-commit coalescer that merged small requests was measured, gave
@@ -102,11 +105,7 @@ class Batcher:
         self._metrics.cache_misses.inc(len(jobs) - hits)
         self._metrics.dedup_items.inc(len(jobs) - hits - len(first))
 
-        # Group by ground truth (first appearance order) so a gold is parsed once per worker.
-        by_gold: dict[tuple[str, str], list[int]] = {}
-        for i in first.values():
-            by_gold.setdefault((jobs[i].scorer, jobs[i].ground_truth), []).append(i)
-        order = [i for group in by_gold.values() for i in group]
+        order = list(first.values())  # request order: the pool deals neighbours apart
         tasks = [
             Task(jobs[i].scorer, jobs[i].response, jobs[i].ground_truth, timeout_s, jobs[i].params)
             for i in order

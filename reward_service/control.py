@@ -5,7 +5,7 @@ zygote), so the message names and fields exist in one place. The socket is SOCK_
 a packet is a whole message; file descriptors travel beside it by SCM_RIGHTS.
 
     server → zygote  Spawn(id)      + SCM_RIGHTS [task_read_fd, result_write_fd]
-    zygote → server  Ready()
+    zygote → server  Ready(warmup_s, dfa_states)
                      Spawned(id, pid) | SpawnFailed(id, reason)
                      Exited(pid, returncode)      (negative returncode: killed by a signal)
 
@@ -50,9 +50,12 @@ class Spawn:
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """The zygote has imported and warmed the scorers; it takes ``Spawn`` now."""
+    """The zygote has imported and warmed the scorers; it takes ``Spawn`` now. ``warmup_s``
+    and ``dfa_states``: what warming the LaTeX parser took and left cached (0 when off)."""
 
     OP: ClassVar[str] = "ready"
+    warmup_s: float = 0.0
+    dfa_states: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,10 @@ Message = Spawn | Ready | Spawned | SpawnFailed | Exited
 _BY_OP: dict[str, type[Message]] = {
     cls.OP: cls for cls in (Spawn, Ready, Spawned, SpawnFailed, Exited)
 }
-_FIELD_TYPES: dict[str, type] = {"id": int, "pid": int, "returncode": int, "reason": str}
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "id": int, "pid": int, "returncode": int, "reason": str,
+    "warmup_s": (int, float), "dfa_states": int,
+}
 
 
 def encode(msg: Message) -> bytes:

@@ -227,6 +227,14 @@ def _fds(a: Arg) -> str:
                        if os.path.exists(f"/proc/self/fd/{fd}")})
 
 
+def _dfa(a: Arg) -> str:
+    """Not an attack: how many LaTeX-parser DFA states this worker inherited and learned
+    (the zygote's warm-up, ``scorers/warmup.py``, is tested with it)."""
+    from reward_service.scorers.warmup import dfa_states
+
+    return json.dumps({"pid": os.getpid(), "dfa_states": dfa_states()})
+
+
 # --- item 13: the parent-death signal -------------------------------------------------------
 _PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2
 
@@ -324,6 +332,7 @@ PROBES: dict[str, Callable[[Arg], str]] = {
     "posix_mq": _mq,
     "stderr_truncate": _stderr,
     "list_fds": _fds,
+    "parser_dfa_states": _dfa,
     "clear_pdeathsig": _pdeathsig,
     "kill": _kill,
     "tkill": _tkill,

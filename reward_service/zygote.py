@@ -11,7 +11,7 @@ Control socket: SOCK_SEQPACKET, one typed record per packet, defined in ``contro
 supervisor's side, ``pool/zygote_link.py``, uses the same module):
 
     server → zygote  Spawn(id)  + SCM_RIGHTS [task_read_fd, result_write_fd]
-    zygote → server  Ready() | Spawned(id, pid) | SpawnFailed(id, reason) | Exited(pid, rc)
+    zygote → server  Ready(warmup_s, dfa_states) | Spawned(id, pid) | SpawnFailed(id, reason) | Exited(pid, rc)
 
 The zygote reaps its children and reports their exit. It dies with the server (PDEATHSIG);
 its workers die with it (PDEATHSIG). On EOF of the control socket it SIGKILLs every worker
@@ -62,19 +62,22 @@ def main(argv: list[str] | None = None) -> int:
 
     from reward_service.scorers.impl import build_scorers  # heavy: math-verify, sympy
     from reward_service.scorers.patches import install_patches
+    from reward_service.scorers.warmup import dfa_states, warm_parser
     from reward_service.worker import WARMUP, serve
 
     install_patches()  # the speed patches of sympy and math-verify, once, before the fork
     scorers = build_scorers()
     for scorer, response, gold in WARMUP:
         scorers[scorer](response, gold, {})
+    warm = warm_parser() if cfg.get("warm_parser", True) else None  # scorers/warmup.py
     sandbox = SandboxConfig(**cfg["sandbox"])
     probes = bool(cfg.get("probes", False))
     gc.collect()
     gc.freeze()  # the warm heap is shared copy-on-write with every worker: keep gc off it
     me = os.getpid()
     children: set[int] = set()
-    _send(sock, control.Ready())
+    _send(sock, control.Ready(warmup_s=warm.seconds if warm else 0.0,
+                              dfa_states=warm.dfa_states if warm else dfa_states()))
     while True:
         readable, _, _ = select.select([sock], [], [], 0.02)
         _reap(sock, children)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 
@@ -7,6 +8,12 @@ import httpx
 import pytest
 
 from tests.helpers import DATA, Service, alive
+
+# The zygote's parser warm-up (scorers/warmup.py, on by default) adds ~4 s to every pool
+# start and changes no verdict (tests/test_fast_parse.py compares trees cold and warm); the
+# suite starts dozens of pools, so they skip it unless a test asks. The shared service below
+# and tests/test_warmup.py run it as production does.
+os.environ.setdefault("REWARD_WARM_PARSER", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -20,7 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def svc() -> Iterator[Service]:
     """One real service (2 workers, 1 spare, strict sandbox) shared by the API tests."""
-    with Service(REWARD_LOG_LEVEL="info") as s:
+    with Service(REWARD_LOG_LEVEL="info", REWARD_WARM_PARSER="true") as s:
         workers = s.worker_pids()
         yield s
     # SIGTERM: a graceful stop (uvicorn re-raises the signal after shutting down) and no worker left

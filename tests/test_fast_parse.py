@@ -156,3 +156,43 @@ def test_normalize_memo_returns_the_librarys_text() -> None:
     assert memo.cache_info().hits >= len(texts)  # type: ignore[attr-defined]
     long = "x" * (fast_parse.NORMALIZE_MAX_CHARS + 1)
     assert memo(long, config) == library(long, config)
+
+
+_TREES = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from reward_service.scorers.patches import install_patches
+install_patches()
+from tests.test_fast_parse import _sll, _stock
+from reward_service.scorers.warmup import dfa_states, warm_parser
+if sys.argv[2] == "warm":
+    warm_parser()
+before = dfa_states()
+strings = json.load(sys.stdin)
+out = [[_sll(s), _stock(s)] for s in strings]
+json.dump({"dfa_before": before, "dfa_after": dfa_states(), "trees": out}, sys.stdout)
+"""
+
+
+@pytest.mark.needs_data
+def test_the_zygotes_warm_up_leaves_every_tree_as_a_cold_parser_gives_it(
+        extracted: list[str]) -> None:
+    """The warm-up (``scorers/warmup.py``) only fills ANTLR's prediction cache: in two fresh
+    interpreters, one cold and one warmed, both stages parse every extracted string to the same
+    tree (or both fail)."""
+    procs = {mode: subprocess.Popen([sys.executable, "-c", _TREES, str(ROOT), mode],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+             for mode in ("cold", "warm")}
+    got = {}
+    for mode, proc in procs.items():
+        out, err = proc.communicate(json.dumps(extracted), timeout=900)
+        assert proc.returncode == 0, err[-2000:]
+        got[mode] = json.loads(out)
+    cold, warm = got["cold"], got["warm"]
+    # live: the warm one starts with many decisions cached, the cold one with few
+    assert warm["dfa_before"] > 1000 > cold["dfa_before"] * 3
+    assert len(cold["trees"]) == len(warm["trees"]) == len(extracted)
+    differ = [s for s, c, w in zip(extracted, cold["trees"], warm["trees"], strict=True) if c != w]
+    assert differ == []
+    assert sum(sll is not None for sll, _ in warm["trees"]) > 0.8 * len(extracted)

@@ -474,3 +474,21 @@ def test_a_forged_result_fails_only_the_item_the_worker_held() -> None:
         assert pool.status().restarts.get("protocol") == 1
 
     _run(scenario, workers=1, spares=1, sandbox="off")
+
+
+def test_a_requests_neighbours_are_scored_by_every_worker() -> None:
+    """The first 8 items of a 64-item request (a GRPO group: one prompt's samples, costly
+    alike) are dealt over both workers, not queued on one. Each item is a probe that reports
+    the pid of the worker that ran it (a contiguous cut gives all 8 to the first worker's
+    first chunk: that is the control, in ``test_chunking.py``)."""
+    probe = Task("__probe__:parser_dfa_states", "{}", "", 30.0)
+    pids: list[int] = []
+
+    async def fn(pool: WorkerPool) -> None:
+        for out in await pool.submit([probe] * 64):
+            assert out.verdict.status == "incorrect", out.verdict  # the probe ran
+            pids.append(json.loads(out.verdict.reason or "{}")["pid"])
+
+    _run(fn, enable_test_probes=True, warm_parser=False)
+    assert len(set(pids)) == 2
+    assert len(set(pids[:8])) == 2, pids[:8]

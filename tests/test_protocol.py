@@ -40,7 +40,7 @@ def test_oversized_and_malformed_frames_are_protocol_errors() -> None:
 # ---------------------------------------------------------------- the zygote control protocol
 _CONTROL = st.one_of(
     st.builds(control.Spawn, id=st.integers(0, 2**31)),
-    st.just(control.Ready()),
+    st.builds(control.Ready, warmup_s=st.floats(0, 1e6), dfa_states=st.integers(0, 2**31)),
     st.builds(control.Spawned, id=st.integers(0, 2**31), pid=st.integers(1, 2**22)),
     st.builds(control.SpawnFailed, id=st.integers(0, 2**31), reason=st.text(max_size=200)),
     st.builds(control.Exited, pid=st.integers(1, 2**22), returncode=st.integers(-64, 255)),

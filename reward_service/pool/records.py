@@ -10,11 +10,11 @@ import asyncio
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from reward_service.scorers.base import Verdict
 
-__all__ = ["Chunk", "Outcome", "Pending", "PoolStatus", "Request", "Task", "chunk_sizes"]
+__all__ = ["Chunk", "Outcome", "Pending", "PoolStatus", "Request", "Task", "chunk_sizes", "deal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,3 +114,26 @@ def chunk_sizes(n: int, cap: int, workers: int) -> list[int]:
         sizes.append(size)
         left -= size
     return sizes
+
+
+T = TypeVar("T")
+
+
+def deal(items: list[T], sizes: list[int]) -> list[list[T]]:
+    """``items`` dealt round-robin into chunks of ``sizes`` (non-increasing, summing to
+    ``len(items)``): chunk ``c`` takes items ``c``, ``c + k``, ... while it has room. Items
+    next to each other in a request tend to cost alike (a GRPO group: one prompt's samples; a
+    dataset's hard stretch), so dealing spreads such a run over every chunk, hence every
+    worker, instead of leaving one worker with all of it while the others idle at the
+    request's end."""
+    out: list[list[T]] = [[] for _ in sizes]
+    it = iter(items)
+    open_ = list(range(len(sizes)))
+    while open_:
+        still = []
+        for c in open_:
+            out[c].append(next(it))
+            if len(out[c]) < sizes[c]:
+                still.append(c)
+        open_ = still
+    return out

@@ -1,6 +1,7 @@
 """The scheduler: ``WorkerPool``, the one object the app talks to.
 
-It cuts each request into chunks, gives chunks to the least-busy active worker (at most
+It cuts each request into chunks (its items dealt round-robin, so neighbours that cost
+alike spread over every worker), gives chunks to the least-busy active worker (at most
 ``chunks_in_flight`` each), enforces every item's deadline from the moment a worker starts it,
 requeues what a dead worker held, and runs the watchdog. Processes are the crew's business
 (``crew.py``); this module sees workers only as records with a queue of chunks.
@@ -40,6 +41,7 @@ from reward_service.pool.records import (
     Request,
     Task,
     chunk_sizes,
+    deal,
 )
 from reward_service.scorers.base import Verdict
 from reward_service.settings import Settings
@@ -209,10 +211,8 @@ class WorkerPool:
         seq = self._seq
         pendings = [Pending(t, req, i, next(seq)) for i, t in enumerate(tasks)]
         self._outstanding += n
-        i = 0
-        for size in chunk_sizes(n, self._s.chunk_size, self._s.workers):
-            self._queue.push(Chunk(pendings[i : i + size]))
-            i += size
+        for items in deal(pendings, chunk_sizes(n, self._s.chunk_size, self._s.workers)):
+            self._queue.push(Chunk(items))
         if not self._pump_soon:  # requests that arrive in the same loop turn share messages
             self._pump_soon = True
             asyncio.get_running_loop().call_soon(self._pump)

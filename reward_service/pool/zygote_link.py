@@ -71,6 +71,7 @@ class ZygoteLink:
             "ctrl_fd": child_fd,
             "parent_pid": os.getpid(),
             "probes": s.enable_test_probes,
+            "warm_parser": s.warm_parser,
             "sandbox": {
                 "mode": s.sandbox,
                 "memory_mb": s.worker_memory_mb,
@@ -168,6 +169,9 @@ class ZygoteLink:
         elif isinstance(msg, control.SpawnFailed):
             ev.spawn_failed(msg.id, msg.reason)
         elif isinstance(msg, control.Ready):
+            log.info("zygote ready", extra={"startup_s": round(time.monotonic() - self.started_at, 2),
+                                            "warmup_s": round(msg.warmup_s, 2),
+                                            "dfa_states": msg.dfa_states})
             self.ready = True
             ev.zygote_ready()
 
