@@ -94,13 +94,17 @@ class Batcher:
         out: list[Scored | None] = [None] * len(jobs)
         first: dict[Hashable, int] = {}  # key → index of the item that will be scored
         hits = 0
-        for i, (job, key) in enumerate(zip(jobs, keys, strict=True)):
-            verdict = self._cache.get(key)
-            if verdict is not None:
-                out[i] = Scored(job, verdict, 0.0, True)
-                hits += 1
-            elif key not in first:
-                first[key] = i
+        if not self._cache_items:  # nothing is remembered: only this request's repeats
+            for i, key in enumerate(keys):
+                first.setdefault(key, i)
+        else:
+            for i, (job, key) in enumerate(zip(jobs, keys, strict=True)):
+                verdict = self._cache.get(key)
+                if verdict is not None:
+                    out[i] = Scored(job, verdict, 0.0, True)
+                    hits += 1
+                elif key not in first:
+                    first[key] = i
         self._metrics.cache_hits.inc(hits)
         self._metrics.cache_misses.inc(len(jobs) - hits)
         self._metrics.dedup_items.inc(len(jobs) - hits - len(first))
@@ -112,19 +116,24 @@ class Batcher:
         ]
         outcomes: list[Outcome] = await self._pool.submit(tasks) if tasks else []
 
-        scored: dict[Hashable, Scored] = {}
+        fresh = [Scored(jobs[i], o.verdict, o.elapsed_s, False)
+                 for i, o in zip(order, outcomes, strict=True)]
         timers: dict[str, Any] = {}  # one labelled child per scorer, not a lookup per item
-        for i, outcome in zip(order, outcomes, strict=True):
-            s = Scored(jobs[i], outcome.verdict, outcome.elapsed_s, False)
-            scored[keys[i]] = s
+        for s in fresh:
             timer = timers.get(s.job.scorer)
             if timer is None:
                 timer = timers[s.job.scorer] = self._metrics.item_seconds.labels(
                     scorer=s.job.scorer)
-            timer.observe(outcome.elapsed_s)
-            if self._cache_items and outcome.verdict.status in _CACHEABLE:
-                self._cache.put(keys[i], outcome.verdict)
-        results = [s if s is not None else scored[keys[i]] for i, s in enumerate(out)]
+            timer.observe(s.elapsed_s)
+        if self._cache_items:
+            for i, s in zip(order, fresh, strict=True):
+                if s.verdict.status in _CACHEABLE:
+                    self._cache.put(keys[i], s.verdict)
+        if len(fresh) == len(jobs):  # no hit, no repeat: ``order`` is the request's order
+            results = fresh
+        else:
+            scored = {keys[i]: s for i, s in zip(order, fresh, strict=True)}
+            results = [s if s is not None else scored[keys[i]] for i, s in enumerate(out)]
         counts = Counter((s.job.scorer, s.verdict.status) for s in results)
         for (scorer, status), n in counts.items():
             self._metrics.items.labels(scorer=scorer, status=status).inc(n)

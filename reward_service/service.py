@@ -84,6 +84,10 @@ class ScoringService:
             data_source: str | None, extra: dict[str, Any] | None) -> Job:
         """One validated Job; ``where`` names the two fields in errors (e.g. items[3].response)."""
         s = self.settings
+        if (len(response) <= s.max_response_chars and len(ground_truth) <= s.max_ground_truth_chars
+                and response.isascii() and ground_truth.isascii() and not extra):
+            # the common case, every check below passes: ASCII text is Unicode, no params
+            return Job(resolve_scorer(scorer, data_source), response, ground_truth, {})
         if len(response) > s.max_response_chars:
             raise RequestTooLargeError(
                 f"{where[0]} has {len(response)} characters; at most {s.max_response_chars}")
