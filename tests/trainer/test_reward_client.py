@@ -292,3 +292,27 @@ def test_async_client_error_is_from_the_tree(server):
 
     with pytest.raises(RewardValidationError):
         asyncio.run(main())
+
+
+@pytest.mark.parametrize("d", [
+    {"id": "a", "score": 1.0, "status": "correct", "scorer": "math", "scorer_version": "2.1",
+     "extracted": "18", "extracted_gold": "18", "reason": None, "elapsed_s": 0.0004,
+     "cached": False},
+    {"score": 0, "status": "timeout", "reason": "deadline of 5s exceeded"},  # minimal; int score
+])
+def test_a_parsed_result_is_the_constructors(d: dict) -> None:
+    """``from_json`` skips the frozen ``__init__``: it must give exactly what the constructor
+    gives (every field set, converted the same way) and stay frozen."""
+    import dataclasses
+
+    got = ScoreResult.from_json(d)
+    want = ScoreResult(score=float(d["score"]), status=d["status"], extracted=d.get("extracted"),
+                       scorer=d.get("scorer", ""), scorer_version=d.get("scorer_version", ""),
+                       elapsed_s=float(d.get("elapsed_s", 0.0)), reason=d.get("reason"),
+                       id=d.get("id"))
+    assert got == want and hash(got) == hash(want) and type(got.score) is float
+    assert set(vars(got)) == {f.name for f in dataclasses.fields(ScoreResult)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.score = 0.0  # type: ignore[misc]
+    with pytest.raises(RewardProtocolError):
+        ScoreResult.from_json({"status": "correct"})  # no score
