@@ -7,7 +7,7 @@ Module map (imports go down, events go up through callbacks; no cycle)::
       └─ crew.py        the worker processes: spawn, promote, retire, reap, zygote restarts
            ├─ channel.py      one worker's pipes: frames out/in, EOF, kill, exit status
            └─ zygote_link.py  the zygote process and its control socket (control.py)
-    records.py      Task, Outcome, PoolStatus, the per-request records, chunk_sizes
+    records.py      Task, Outcome, PoolStatus, the per-request records, chunk_sizes, deal
 
 Who starts what and what happens on each failure: docs/architecture.md.
 """

@@ -1,6 +1,6 @@
 """The pool's records: what ``submit`` takes and returns, and how it tracks a request.
 
-Pure data and one pure function (``chunk_sizes``); no I/O, no imports from the rest of the
+Pure data and two pure functions (``chunk_sizes``, ``deal``); no I/O, no imports from the rest of the
 pool.
 """
 
