@@ -50,8 +50,8 @@ class Spawn:
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """The zygote has imported and warmed the scorers; it takes ``Spawn`` now. ``warmup_s``
-    and ``dfa_states``: what warming the LaTeX parser took and left cached (0 when off)."""
+    """The zygote has imported and warmed the scorers; it takes ``Spawn`` now. ``warmup_s``:
+    what warming the LaTeX parser took (0 when off); ``dfa_states``: what it has cached."""
 
     OP: ClassVar[str] = "ready"
     warmup_s: float = 0.0

@@ -76,13 +76,12 @@ class _Family(Generic[_C]):
         return child
 
     def labels(self, **labels: str) -> _C:
-        if len(labels) != len(self.labelnames):
-            raise ValueError(f"{self.name}: labels {sorted(labels)}, expected {self.labelnames}")
-        try:
-            return self._child(tuple(str(labels[n]) for n in self.labelnames))
-        except KeyError:
-            raise ValueError(
-                f"{self.name}: labels {sorted(labels)}, expected {self.labelnames}") from None
+        if len(labels) == len(self.labelnames):
+            try:
+                return self._child(tuple(str(labels[n]) for n in self.labelnames))
+            except KeyError:
+                pass
+        raise ValueError(f"{self.name}: labels {sorted(labels)}, expected {self.labelnames}")
 
     def _items(self) -> list[tuple[tuple[str, ...], _C]]:
         return list(self._children.items())  # one C call: a consistent copy

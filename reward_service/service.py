@@ -84,10 +84,6 @@ class ScoringService:
             data_source: str | None, extra: dict[str, Any] | None) -> Job:
         """One validated Job; ``where`` names the two fields in errors (e.g. items[3].response)."""
         s = self.settings
-        if (len(response) <= s.max_response_chars and len(ground_truth) <= s.max_ground_truth_chars
-                and response.isascii() and ground_truth.isascii() and not extra):
-            # the common case, every check below passes: ASCII text is Unicode, no params
-            return Job(resolve_scorer(scorer, data_source), response, ground_truth, {})
         if len(response) > s.max_response_chars:
             raise RequestTooLargeError(
                 f"{where[0]} has {len(response)} characters; at most {s.max_response_chars}")
@@ -99,9 +95,10 @@ class ScoringService:
         params = job_params(name, extra)
         # a lone surrogate (a valid JSON escape such as "\ud800", not Unicode text) can be
         # neither scored nor sent to a worker: the request is malformed
-        for field_name, text in ((where[0], response), (where[1], ground_truth)):
-            if not text.isascii() and not _is_unicode(text):
-                raise _not_unicode(field_name)
+        if not (response.isascii() and ground_truth.isascii()):  # ASCII text is Unicode
+            for field_name, text in ((where[0], response), (where[1], ground_truth)):
+                if not text.isascii() and not _is_unicode(text):
+                    raise _not_unicode(field_name)
         if params and not _is_unicode(params):
             raise _not_unicode(where[0].rsplit(".", 1)[0] + ".extra")
         return Job(name, response, ground_truth, params)

@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     warm_parser: bool = Field(
         True, description="Before forking workers, the zygote parses ~200 common final-answer "
         "shapes so that ANTLR's prediction cache (DFA) is warm in every worker (first, spare, "
-        "replacement): about 5 s more at startup for a scorer ~20% faster on new LaTeX.",
+        "replacement): about 4 s more at startup for a scorer ~20% faster on new LaTeX.",
     )
     recycle_rss_mb: int = Field(
         1024, ge=64, description="Restart a worker whose resident memory grows past this."

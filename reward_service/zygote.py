@@ -11,7 +11,8 @@ Control socket: SOCK_SEQPACKET, one typed record per packet, defined in ``contro
 supervisor's side, ``pool/zygote_link.py``, uses the same module):
 
     server → zygote  Spawn(id)  + SCM_RIGHTS [task_read_fd, result_write_fd]
-    zygote → server  Ready(warmup_s, dfa_states) | Spawned(id, pid) | SpawnFailed(id, reason) | Exited(pid, rc)
+    zygote → server  Ready(warmup_s, dfa_states) | Spawned(id, pid)
+                     | SpawnFailed(id, reason) | Exited(pid, rc)
 
 The zygote reaps its children and reports their exit. It dies with the server (PDEATHSIG);
 its workers die with it (PDEATHSIG). On EOF of the control socket it SIGKILLs every worker
@@ -69,15 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     scorers = build_scorers()
     for scorer, response, gold in WARMUP:
         scorers[scorer](response, gold, {})
-    warm = warm_parser() if cfg.get("warm_parser", True) else None  # scorers/warmup.py
+    warmup_s = warm_parser() if cfg.get("warm_parser", True) else 0.0  # scorers/warmup.py
     sandbox = SandboxConfig(**cfg["sandbox"])
     probes = bool(cfg.get("probes", False))
     gc.collect()
     gc.freeze()  # the warm heap is shared copy-on-write with every worker: keep gc off it
     me = os.getpid()
     children: set[int] = set()
-    _send(sock, control.Ready(warmup_s=warm.seconds if warm else 0.0,
-                              dfa_states=warm.dfa_states if warm else dfa_states()))
+    _send(sock, control.Ready(warmup_s=warmup_s, dfa_states=dfa_states()))
     while True:
         readable, _, _ = select.select([sock], [], [], 0.02)
         _reap(sock, children)

@@ -17,6 +17,7 @@ import pytest
 from reward_service import protocol
 from reward_service.pool import Outcome, Task, WorkerPool
 from reward_service.settings import Settings
+from reward_service.worker import PROBE_PREFIX
 from tests.helpers import alive
 
 HANG = "\\boxed{\\frac{10^{1300000}}{7^{1300000}}}"  # minutes inside C (math.gcd)
@@ -481,7 +482,7 @@ def test_a_requests_neighbours_are_scored_by_every_worker() -> None:
     alike) are dealt over both workers, not queued on one. Each item is a probe that reports
     the pid of the worker that ran it (a contiguous cut gives all 8 to the first worker's
     first chunk: that is the control, in ``test_chunking.py``)."""
-    probe = Task("__probe__:parser_dfa_states", "{}", "", 30.0)
+    probe = Task(PROBE_PREFIX + "parser_dfa_states", "{}", "", 30.0)
     pids: list[int] = []
 
     async def fn(pool: WorkerPool) -> None:

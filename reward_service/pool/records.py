@@ -1,7 +1,7 @@
 """The pool's records: what ``submit`` takes and returns, and how it tracks a request.
 
-Pure data and two pure functions (``chunk_sizes``, ``deal``); no I/O, no imports from the rest of the
-pool.
+Pure data and two pure functions (``chunk_sizes``, ``deal``); no I/O, no imports from the
+rest of the pool.
 """
 
 from __future__ import annotations

@@ -25,9 +25,8 @@ tuples, functions, units, matrices); none is taken from the benchmark corpus.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
-__all__ = ["LATEX_SHAPES", "WarmStats", "dfa_states", "warm_parser"]
+__all__ = ["LATEX_SHAPES", "dfa_states", "warm_parser"]
 
 #: final-answer shapes, one per line (written as a model writes them, before normalisation)
 LATEX_SHAPES: tuple[str, ...] = tuple(s for s in r"""
@@ -243,13 +242,6 @@ x - 7
 """.splitlines() if s)
 
 
-@dataclass(frozen=True, slots=True)
-class WarmStats:
-    seconds: float
-    shapes: int
-    dfa_states: int  # parser + lexer DFA states after the warm-up
-
-
 def dfa_states() -> int:
     """DFA states cached so far by latex2sympy2_extended's parser and lexer (this process)."""
     from latex2sympy2_extended.antlr_parser import PSLexer, PSParser
@@ -257,11 +249,11 @@ def dfa_states() -> int:
     return sum(len(d._states) for cls in (PSParser, PSLexer) for d in cls.decisionsToDFA)
 
 
-def warm_parser(shapes: tuple[str, ...] = LATEX_SHAPES) -> WarmStats:
+def warm_parser(shapes: tuple[str, ...] = LATEX_SHAPES) -> float:
     """Parse every shape as math-verify parses a response's ``$...$`` (extraction,
     normalisation, then ANTLR and the visitor): the DFA learns the normalised token
     sequences a worker will meet. Errors are expected for a few shapes and ignored (the
-    warm-up only caches predictions)."""
+    warm-up only caches predictions). Returns the seconds it took."""
     from math_verify import parse
 
     t0 = time.perf_counter()
@@ -270,4 +262,4 @@ def warm_parser(shapes: tuple[str, ...] = LATEX_SHAPES) -> WarmStats:
             parse(f"${s}$", parsing_timeout=None)  # type: ignore[arg-type]
         except Exception:  # a shape that does not parse has still warmed what it met
             continue
-    return WarmStats(time.perf_counter() - t0, len(shapes), dfa_states())
+    return time.perf_counter() - t0
