@@ -1,8 +1,9 @@
 """The Ray Serve app (deploy/ray/) with 2 replicas of 1 worker against the plain service with 2
 workers: same rows, same run, the plain service measured right before and right after.
 
-Two client patterns, each on its own half of the rows (no pass replays rows a service has
-parsed): the trainer's default (``RewardClient``: 4096 items per call as 512-item requests, 4
+Two client patterns, each over all the rows on its own freshly started service or freshly
+deployed replicas (no pass replays rows a service has parsed; a half-corpus pass lasted under a
+second, where ramp-up and tail weighed as much as the steady state): the trainer's default (``RewardClient``: 4096 items per call as 512-item requests, 4
 in flight) and one 512-item request after another. Serve routes a whole request to one
 replica; the app splits a large request over the replicas itself (``deploy/ray/fanout.py``).
 Where the difference goes: the CPU seconds each kind of process used during the pass (this
@@ -128,24 +129,25 @@ def _noop_app() -> Any:
     return Noop.bind()  # type: ignore[attr-defined]
 
 
-def _passes(target: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each pattern on its own half of ``rows`` (a second pass on the same rows would replay
-    what the workers' memos already hold), then the single-item floor."""
-    out: dict[str, Any] = {}
-    half = len(rows) // 2
-    for (name, kwargs), part in zip(PATTERNS, (rows[:half], rows[half:]), strict=True):
-        t0 = _descendants()
-        r = sc.service_throughput(target, part, timeout_s=None, **kwargs)
-        out[name] = {"items_s": r["items_s"], "seconds": r["seconds"],
-                     "cpu_s": _cpu_by_role(t0, _descendants()), "verdicts": r["verdicts"]}
-    out["floor"] = _floor(target.url)
-    return out
+def _pattern(target: Any, rows: list[dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One client pattern over ``rows`` on a service that has seen none of them."""
+    t0 = _descendants()
+    r = sc.service_throughput(target, rows, timeout_s=None, **kwargs)
+    return {"items_s": r["items_s"], "seconds": r["seconds"],
+            "cpu_s": _cpu_by_role(t0, _descendants()), "verdicts": r["verdicts"]}
 
 
 def _plain(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    with ctx.service(2) as svc:
-        sc.service_throughput(svc, ctx.warm_rows, 512, timeout_s=30.0)
-        return _passes(svc, rows)
+    """Each pattern over all of ``rows`` on its own freshly started, warmed service (a second
+    pass on one service would replay what the workers' memos hold), then the floor."""
+    out: dict[str, Any] = {}
+    for name, kwargs in PATTERNS:
+        with ctx.service(2) as svc:
+            sc.service_throughput(svc, ctx.warm_rows, 512, timeout_s=30.0)
+            out[name] = _pattern(svc, rows, kwargs)
+            if name == PATTERNS[-1][0]:
+                out["floor"] = _floor(svc.url)
+    return out
 
 
 def import_reward_app() -> Any:
@@ -180,7 +182,6 @@ def local_serve(app: Any, name: str, *, pick_port: Callable[[], int] = free_port
     deployed as ``name``; yields its base URL once ``/readyz`` answers 200, and shuts Serve
     and Ray down on exit. A port found free can be taken by another process before the proxy
     binds it: then the proxy never becomes healthy, and Serve restarts on a fresh port."""
-    import httpx
     import ray
     from ray import serve
 
@@ -196,14 +197,7 @@ def local_serve(app: Any, name: str, *, pick_port: Callable[[], int] = free_port
             raise RuntimeError(f"Serve's proxy did not bind any of {attempts} ports")
         serve.run(app, name=name, route_prefix="/", blocking=False)
         url = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            try:
-                return httpx.get(url + "/readyz", timeout=2.0).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        if not wait_until(ready, timeout_s=ready_timeout_s, interval_s=0.2):
+        if not wait_until(lambda: _ready(url), timeout_s=ready_timeout_s, interval_s=0.2):
             raise RuntimeError(f"Serve app not ready: {serve.status()}")
         yield url
     finally:
@@ -218,14 +212,24 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
     reward_app = import_reward_app()
     settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
                 "log_level": "warning"}
-    app = reward_app.build_app({"settings": settings, "num_replicas": 2})
+
+    def app() -> Any:
+        return reward_app.build_app({"settings": settings, "num_replicas": 2})
+
+    out: dict[str, Any] = {}
     t0 = time.monotonic()
-    with local_serve(app, "reward-bench") as url:
-        started = time.monotonic() - t0
+    with local_serve(app(), "reward-bench") as url:
+        out["start_s"] = time.monotonic() - t0
         target = _Url(url)
-        sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
-        out = _passes(target, rows)
-        out["start_s"] = started
+        for i, (name, kwargs) in enumerate(PATTERNS):
+            if i:  # fresh replicas (fresh pools) for each pattern, as for the plain service
+                serve.delete("reward-bench")
+                serve.run(app(), name="reward-bench", route_prefix="/", blocking=False)
+                if not wait_until(lambda: _ready(url), timeout_s=300.0, interval_s=0.2):
+                    raise RuntimeError(f"Serve app not ready again: {serve.status()}")
+            sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
+            out[name] = _pattern(target, rows, kwargs)
+        out["floor"] = _floor(url)
         serve.run(_noop_app(), name="noop-floor", route_prefix="/noop", blocking=False)
 
         def noop_routed() -> bool:  # the proxy learns the new route by long poll
@@ -240,9 +244,28 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return out
 
 
+def _ready(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url + "/readyz", timeout=2.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def _busy(p: dict[str, Any]) -> float:
     """Share of the pass the 2 workers spent on CPU (their CPU seconds / 2 x wall)."""
     return sum(v for k, v in p["cpu_s"].items() if k.startswith("workers")) / (2 * p["seconds"])
+
+
+def _cpu_per_item(p: dict[str, Any], n: int) -> float:
+    """CPU ms per item, every process of the service (workers, servers, proxy, Ray)."""
+    return sum(p["cpu_s"].values()) * 1000 / n
+
+
+def _cores(p: dict[str, Any]) -> float:
+    """Cores the service kept busy during the pass (all its CPU seconds / wall)."""
+    return sum(p["cpu_s"].values()) / p["seconds"]
 
 
 def run(ctx: Context) -> dict[str, Any]:
@@ -269,6 +292,9 @@ def run(ctx: Context) -> dict[str, Any]:
             "plain_cpu_s": first[name]["cpu_s"], "ray_cpu_s": ray_pass["cpu_s"],
             "plain_seconds": first[name]["seconds"], "ray_seconds": ray_pass["seconds"],
             "workers_busy": [_busy(first[name]), _busy(ray_pass)],
+            "cpu_ms_per_item": [_cpu_per_item(first[name], len(rows)),
+                                _cpu_per_item(ray_pass, len(rows))],
+            "cores_used": [_cores(first[name]), _cores(ray_pass)],
             "mismatches": sum(a != b for a, b in zip(ray_pass["verdicts"],
                                                      first[name]["verdicts"], strict=True))}
     return out
@@ -281,10 +307,14 @@ def report(r: dict[str, Any]) -> str:
     lines = [f"""## Ray Serve: 2 replicas x 1 worker vs the plain service with 2 workers
 
 {r['rows']} corpus rows, one run: the plain service, then the Serve app (local Ray, 2 CPUs;
-ready {r['start_s']:.0f} s after `ray.init`; a large request split over both replicas,
-`deploy/ray/fanout.py`), then the plain service again; each client pattern on its own half of
-the rows; ratio = Serve / mean of the two plain passes. CPU seconds by process kind during
-each pass (the plain pass is the first one); workers busy = their CPU / (2 x wall).
+ready {r['start_s']:.0f} s after `ray.init`; a large request that reaches an idle replica is
+split over both replicas, `deploy/ray/fanout.py`), then the plain service again; each client
+pattern over all the rows on its own fresh service (fresh replicas for Serve); ratio = Serve /
+mean of the two plain passes. CPU seconds by process kind during each pass (the plain pass is
+the first one); workers busy = their CPU / (2 x wall). CPU ratio = plain CPU per item / Serve
+CPU per item (every process of each service): what Serve / plain would be if both kept the two
+cores equally busy; on this machine, where Ray's processes share the workers' two cores, it is
+the ceiling that Serve's own CPU leaves.
 One trivial single-item request (p50, keep-alive `http.client`): plain
 {r['plain_floor_ms'][0]:.1f} / {r['plain_floor_ms'][1]:.1f} ms, through Serve
 {r['ray_floor_ms']:.1f} ms; Serve's own floor, a no-op app (an HTTP `__call__`, one replica, the same
@@ -292,13 +322,16 @@ proxy, reads the body): {r['noop_floor_ms']:.1f} ms. CPU ms per such request, by
 plain: {cpu(r['plain_floor_cpu_ms'])}. Serve: {cpu(r['ray_floor_cpu_ms'])}.
 No-op: {cpu(r['noop_floor_cpu_ms'])}.
 
-| client pattern | plain items/s (before, after) | Serve items/s | Serve / plain | verdict mismatches |
-|---|---:|---:|---:|---:|"""]
+| client pattern | plain items/s (before, after) | Serve items/s | Serve / plain | CPU ms/item plain, Serve | cores busy plain, Serve | CPU ratio | verdict mismatches |
+|---|---:|---:|---:|---:|---:|---:|---:|"""]
     for name, label in (("client_defaults", "RewardClient defaults (512-item requests, 4 in flight)"),
                         ("sequential_512", "one 512-item request after another")):
         v = r[name]
+        per, cores = v["cpu_ms_per_item"], v["cores_used"]
         lines.append(f"| {label} | {v['plain_items_s'][0]:.0f}, {v['plain_items_s'][1]:.0f} | "
-                     f"{v['ray_items_s']:.0f} | **{v['ratio']:.2f}** | {v['mismatches']} |")
+                     f"{v['ray_items_s']:.0f} | **{v['ratio']:.2f}** | {per[0]:.3f}, {per[1]:.3f} | "
+                     f"{cores[0]:.2f}, {cores[1]:.2f} | {per[0] / per[1]:.2f} | "
+                     f"{v['mismatches']} |")
     lines.append("")
     for name, _ in PATTERNS:
         v = r[name]

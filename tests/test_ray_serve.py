@@ -215,3 +215,77 @@ def test_serve_config_is_valid_and_builds(reward_app: object) -> None:
     module, _, builder = app.import_path.partition(":")
     assert (APP_DIR / f"{module}.py").exists() and builder == "build_app"
     assert getattr(reward_app, builder)(app.args) is not None  # the args are ones it takes
+
+
+def test_a_replica_with_work_in_hand_scores_a_request_whole(reward_app: object) -> None:
+    """FanOut's split decision, without Ray: the replica's app is a stand-in ASGI app that
+    answers each body it gets with one result per item (the real app and a real split over two
+    replicas are in ``test_two_replicas_score_over_serve_http``). An idle replica splits a
+    large request and hands the second part to ``remote``; one that already holds at least
+    ``min_part`` items of work scores the whole request itself."""
+    import asyncio
+
+    import orjson
+    from fanout import FanOut
+
+    seen: list[int] = []  # item counts of the bodies the local app scored
+
+    async def app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
+        body = b""
+        more = True
+        while more:
+            message = await receive()  # type: ignore[operator]
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        items = orjson.loads(body)["items"]
+        seen.append(len(items))
+        reply = orjson.dumps({"results": [{"id": x["id"]} for x in items], "count": len(items),
+                              "statuses": {"correct": len(items)}, "elapsed_s": 0.0})
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": reply})  # type: ignore[operator]
+
+    remote_parts: list[int] = []
+
+    async def remote(path: str, headers: list[tuple[bytes, bytes]], body: bytes,
+                     ) -> tuple[int, bytes]:
+        items = orjson.loads(body)["items"]
+        remote_parts.append(len(items))
+        return 200, orjson.dumps({"results": [{"id": x["id"]} for x in items],
+                                  "count": len(items), "statuses": {"correct": len(items)}})
+
+    backlog = [0]
+    fan = FanOut(app, remote, parts=2, min_part=64, max_items=1000, max_body_bytes=1 << 20,
+                 body_timeout_s=5.0, backlog=lambda: backlog[0])
+    body = orjson.dumps({"items": [{"response": "1", "ground_truth": "1", "id": str(i)}
+                                   for i in range(200)]})
+
+    async def post() -> list[str]:
+        sent = False
+        out: list[bytes] = []
+
+        async def receive() -> dict[str, object]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Event().wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, object]) -> None:
+            if message["type"] == "http.response.body":
+                out.append(message["body"])  # type: ignore[arg-type]
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/score", "query_string": b"",
+                 "headers": [(b"content-type", b"application/json"),
+                             (b"content-length", str(len(body)).encode())]}
+        await fan(scope, receive, send)
+        return [x["id"] for x in orjson.loads(b"".join(out))["results"]]
+
+    in_order = [str(i) for i in range(200)]
+    for held, local, remote_expected in ((0, [100], [100]), (63, [100], [100]),
+                                         (64, [200], []), (5000, [200], [])):
+        seen.clear()
+        remote_parts.clear()
+        backlog[0] = held
+        assert asyncio.run(post()) == in_order, held
+        assert (seen, remote_parts) == (local, remote_expected), held

@@ -17,8 +17,9 @@ refuses to start fails instead of serving) and when it stops (``pool.stop()``: w
 EOF, then SIGKILL, nothing left running). The replica reserves ``workers`` CPUs, so Ray places
 replicas where cores are free and a 2-core node holds one 2-worker replica.
 
-One large ``/v1/score`` request is split over the replicas (``fanout.py``): Serve alone routes
-a whole request to one replica, so one 512-item request at a time would leave the others idle.
+One large ``/v1/score`` request that reaches an idle replica is split over the replicas
+(``fanout.py``): Serve alone routes a whole request to one replica, so one 512-item request at
+a time would leave the others idle. A replica with work in hand scores a request whole.
 
 Autoscaling: ``QueueDepthPolicy`` scales on the items waiting in the replicas' pools (one RL
 step is a few requests of thousands of items, so Serve's count of ongoing requests alone
@@ -87,7 +88,11 @@ class RewardService:
         s = self._settings
         return FanOut(self._app, self._score_elsewhere, parts=self._fanout,
                       min_part=self._min_part, max_items=s.max_items,
-                      max_body_bytes=s.max_body_bytes, body_timeout_s=s.body_timeout_s)
+                      max_body_bytes=s.max_body_bytes, body_timeout_s=s.body_timeout_s,
+                      backlog=self._backlog)
+
+    def _backlog(self) -> int:
+        return int(self._app.state.pool.status().outstanding_items)
 
     async def score_part(self, path: str, headers: Headers, body: bytes) -> tuple[int, bytes]:
         """One part of a request split by another replica, through this replica's app."""
