@@ -118,6 +118,18 @@ def _local_cfg(reward_url: str, **over):
     return load_config(TINY, overrides=base)
 
 
+def _rows_so_far(path: Path) -> list[dict]:
+    """The complete metrics rows a running trainer has written (a line being written is left
+    out)."""
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
 def test_resume_continues_without_repeating(reward_url, tmp_path):
     from trainer_client.trainer import train
 
@@ -200,7 +212,16 @@ def test_service_restart_mid_run_delays_but_does_not_crash(tmp_path):
             assert t.is_alive(), result
             t_down = time.monotonic()
             assert svc.stop(signal.SIGTERM) in (0, -signal.SIGTERM)
-            time.sleep(3.0)  # down for 3 s, plus the new service's start-up
+            # Down until the trainer has given up on a step's rewards. A fixed outage raced
+            # the trainer: a step whose chunks were partly scored before the stop is not
+            # skipped, and the next step's could reach the restarted service within
+            # step_max_wait_s, so no step was skipped (1 run in 3 here). Every chunk of the
+            # first step begun after the stop waits step_max_wait_s and gets nothing.
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and t.is_alive():
+                if any(r.get("train/skipped") == 1 for r in _rows_so_far(metrics)):
+                    break
+                time.sleep(0.2)
             svc.start()
             outage = time.monotonic() - t_down
         finally:
