@@ -77,6 +77,64 @@ def ours_in_process(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> di
         return ex.submit(_ours_job, rows, scorer, warm).result()
 
 
+_BARRIER: Any = None  # set in each process of a pair (``_pair_init``)
+
+
+def _pair_init(barrier: Any) -> None:
+    global _BARRIER
+    _BARRIER = barrier
+
+
+def _pair_job(job: str, rows: Sequence[Row], arg: Any, warm: Sequence[Row],
+              ) -> tuple[float, float, list[bool]]:
+    """One process of a pair: warm (as the single passes do), wait for the other process,
+    then score ``rows``; (start, end, verdicts) on the system-wide monotonic clock."""
+    score: Any
+    if job == "stock":
+        assert_stock()
+        logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+        def score(r: Row) -> bool:
+            return stock_verdict(r["gold"], r["response"], arg)
+    else:
+        fn = ours_scorer(arg)
+
+        def score(r: Row) -> bool:
+            return bool(fn(r["response"], r["gold"], {}).status == "correct")
+    for r in warm:
+        score(r)
+    _BARRIER.wait(timeout=600)
+    t0 = time.perf_counter()
+    verdicts = [score(r) for r in rows]
+    return t0, time.perf_counter(), verdicts
+
+
+def in_process_pair(rows: Sequence[Row], job: str, arg: Any, warm: Sequence[Row],
+                    ) -> dict[str, Any]:
+    """Two fresh interpreters at once, one core each in practice, the rows dealt between them
+    (even and odd rows, as the service deals a request's items), started together after their
+    warm-up; ``items_s`` is the sum of their two rates: what two processes of
+    ``job`` (``"stock"`` math-verify, ``arg`` = its timeouts on, or ``"ours"``, ``arg`` = the
+    scorer) really do on this machine's two cores. The single-core passes times 2 assume two
+    independent cores; on a VM whose two vCPUs share a physical core, or its caches, or its
+    power budget, that assumption overstates what two cores can give."""
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    halves = (rows[0::2], rows[1::2])
+    with cf.ProcessPoolExecutor(2, mp_context=ctx, initializer=_pair_init,
+                                initargs=(barrier,)) as ex:
+        futs = [ex.submit(_pair_job, job, half, arg, warm) for half in halves]
+        (a0, a1, va), (b0, b1, vb) = (f.result() for f in futs)
+    verdicts: list[bool] = [False] * len(rows)
+    verdicts[0::2], verdicts[1::2] = va, vb  # back in the rows' order
+    # the two processes' own rates, added: what a pool balancing work between them (as the
+    # service's does) could get; the two vCPUs here can differ by 2x, so the wall time of
+    # the slower half would understate it
+    rate = len(va) / (a1 - a0) + len(vb) / (b1 - b0)
+    return {"seconds": max(a1, b1) - min(a0, b0), "items_s": rate, "verdicts": verdicts,
+            "seconds_each": [a1 - a0, b1 - b0]}
+
+
 def ours_scorer(scorer: str) -> Any:
     """The workers' scorer ``scorer`` in this process, built as the zygote builds it (after
     installing the workers' patches, which only a fresh interpreter should get)."""
