@@ -9,7 +9,7 @@ import multiprocessing as mp
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -50,63 +50,58 @@ def assert_stock() -> None:
         assert fn.__module__ == "sympy.parsing.sympy_parser", "parse_expr is patched"
 
 
-def _in_process_job(rows: Sequence[Row], timeouts: bool, warm: Sequence[Row]) -> dict[str, Any]:
-    assert_stock()
-    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeouts are off" per process
+_BARRIER: Any = None  # set in each process of a pair (``_pair_init``)
+
+
+def _verdict_fn(job: str, arg: Any) -> Callable[[Row], bool]:
+    """A row's verdict in this (fresh) process: ``"stock"`` math-verify (``arg``: its own
+    timeouts on) or ``"ours"``, the workers' scorer ``arg`` with their patches."""
+    if job == "stock":
+        assert_stock()
+        logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeouts are off" per process
+        return lambda r: stock_verdict(r["gold"], r["response"], arg)
+    fn = ours_scorer(arg)
+    return lambda r: bool(fn(r["response"], r["gold"], {}).status == "correct")
+
+
+def _timed_job(job: str, rows: Sequence[Row], arg: Any, warm: Sequence[Row],
+               ) -> tuple[float, float, list[bool]]:
+    """Warm with ``warm``, wait for the other process of a pair (if any), then score ``rows``:
+    (start, end, verdicts) on the system-wide monotonic clock."""
+    verdict = _verdict_fn(job, arg)
     for r in warm:
-        stock_verdict(r["gold"], r["response"], timeouts)
+        verdict(r)
+    if _BARRIER is not None:
+        _BARRIER.wait(timeout=600)
     t0 = time.perf_counter()
-    verdicts = [stock_verdict(r["gold"], r["response"], timeouts) for r in rows]
-    wall = time.perf_counter() - t0
-    return {"seconds": wall, "items_s": len(rows) / wall, "verdicts": verdicts}
+    verdicts = [verdict(r) for r in rows]
+    return t0, time.perf_counter(), verdicts
+
+
+def _single(job: str, rows: Sequence[Row], arg: Any, warm: Sequence[Row]) -> dict[str, Any]:
+    """``_timed_job`` in one fresh interpreter."""
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        t0, t1, verdicts = ex.submit(_timed_job, job, rows, arg, warm).result()
+    return {"seconds": t1 - t0, "items_s": len(rows) / (t1 - t0), "verdicts": verdicts}
 
 
 def in_process(rows: Sequence[Row], timeouts: bool, warm: Sequence[Row]) -> dict[str, Any]:
     """Stock math-verify in a fresh interpreter, first warmed with ``warm`` (as each service
     pass is), then timed on ``rows`` once: no pass may replay rows an earlier pass parsed
     (ANTLR's DFA, sympy's cache and math-verify's memos all remember them)."""
-    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-        return ex.submit(_in_process_job, rows, timeouts, warm).result()
+    return _single("stock", rows, timeouts, warm)
 
 
 def ours_in_process(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> dict[str, Any]:
     """The workers' own scorer (``scorer``, with the patches a worker installs) in a fresh
     interpreter on one core, warmed as the stock passes are: what the service's workers could
     do with nothing else running (no server, no pipes, no client)."""
-    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
-        return ex.submit(_ours_job, rows, scorer, warm).result()
-
-
-_BARRIER: Any = None  # set in each process of a pair (``_pair_init``)
+    return _single("ours", rows, scorer, warm)
 
 
 def _pair_init(barrier: Any) -> None:
     global _BARRIER
     _BARRIER = barrier
-
-
-def _pair_job(job: str, rows: Sequence[Row], arg: Any, warm: Sequence[Row],
-              ) -> tuple[float, float, list[bool]]:
-    """One process of a pair: warm (as the single passes do), wait for the other process,
-    then score ``rows``; (start, end, verdicts) on the system-wide monotonic clock."""
-    score: Any
-    if job == "stock":
-        assert_stock()
-        logging.getLogger("math_verify").setLevel(logging.ERROR)
-
-        def score(r: Row) -> bool:
-            return stock_verdict(r["gold"], r["response"], arg)
-    else:
-        fn = ours_scorer(arg)
-
-        def score(r: Row) -> bool:
-            return bool(fn(r["response"], r["gold"], {}).status == "correct")
-    for r in warm:
-        score(r)
-    _BARRIER.wait(timeout=600)
-    t0 = time.perf_counter()
-    verdicts = [score(r) for r in rows]
-    return t0, time.perf_counter(), verdicts
 
 
 def in_process_pair(rows: Sequence[Row], job: str, arg: Any, warm: Sequence[Row],
@@ -123,7 +118,7 @@ def in_process_pair(rows: Sequence[Row], job: str, arg: Any, warm: Sequence[Row]
     halves = (rows[0::2], rows[1::2])
     with cf.ProcessPoolExecutor(2, mp_context=ctx, initializer=_pair_init,
                                 initargs=(barrier,)) as ex:
-        futs = [ex.submit(_pair_job, job, half, arg, warm) for half in halves]
+        futs = [ex.submit(_timed_job, job, half, arg, warm) for half in halves]
         (a0, a1, va), (b0, b1, vb) = (f.result() for f in futs)
     verdicts: list[bool] = [False] * len(rows)
     verdicts[0::2], verdicts[1::2] = va, vb  # back in the rows' order
@@ -144,16 +139,6 @@ def ours_scorer(scorer: str) -> Any:
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     install_patches()
     return build_scorers()[scorer]
-
-
-def _ours_job(rows: Sequence[Row], scorer: str, warm: Sequence[Row]) -> dict[str, Any]:
-    fn = ours_scorer(scorer)
-    for r in warm:
-        fn(r["response"], r["gold"], {})
-    t0 = time.perf_counter()
-    verdicts = [fn(r["response"], r["gold"], {}).status == "correct" for r in rows]
-    wall = time.perf_counter() - t0
-    return {"seconds": wall, "items_s": len(rows) / wall, "verdicts": verdicts}
 
 
 def _pool_job(args: tuple[str, str]) -> bool:

@@ -230,6 +230,13 @@ def test_a_replica_with_work_in_hand_scores_a_request_whole(reward_app: object) 
 
     seen: list[int] = []  # item counts of the bodies the local app scored
 
+    def reply(body: bytes) -> tuple[list[object], bytes]:
+        """A part's items and a reply to it: one result per item, by id."""
+        items = orjson.loads(body)["items"]
+        return items, orjson.dumps({"results": [{"id": x["id"]} for x in items],
+                                    "count": len(items), "statuses": {"correct": len(items)},
+                                    "elapsed_s": 0.0})
+
     async def app(scope: dict, receive: object, send: object) -> None:  # type: ignore[type-arg]
         body = b""
         more = True
@@ -237,21 +244,18 @@ def test_a_replica_with_work_in_hand_scores_a_request_whole(reward_app: object) 
             message = await receive()  # type: ignore[operator]
             body += message.get("body", b"")
             more = message.get("more_body", False)
-        items = orjson.loads(body)["items"]
+        items, answer = reply(body)
         seen.append(len(items))
-        reply = orjson.dumps({"results": [{"id": x["id"]} for x in items], "count": len(items),
-                              "statuses": {"correct": len(items)}, "elapsed_s": 0.0})
         await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
-        await send({"type": "http.response.body", "body": reply})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": answer})  # type: ignore[operator]
 
     remote_parts: list[int] = []
 
     async def remote(path: str, headers: list[tuple[bytes, bytes]], body: bytes,
                      ) -> tuple[int, bytes]:
-        items = orjson.loads(body)["items"]
+        items, answer = reply(body)
         remote_parts.append(len(items))
-        return 200, orjson.dumps({"results": [{"id": x["id"]} for x in items],
-                                  "count": len(items), "statuses": {"correct": len(items)}})
+        return 200, answer
 
     backlog = [0]
     fan = FanOut(app, remote, parts=2, min_part=64, max_items=1000, max_body_bytes=1 << 20,
