@@ -20,13 +20,18 @@ class TrainBatch:
     attention_mask: torch.Tensor  # [B, L] long, 1 on real tokens
     completion_mask: torch.Tensor  # [B, L] float, 1 on completion tokens of usable rows
     advantages: torch.Tensor  # [B] float
+    #: [B, L] float: the rollout engine's log-probability of the token at each position
+    #: (NaN on prompt and padding positions and where the engine gave none)
+    rollout_logprobs: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
     def select(self, rows: slice | torch.Tensor) -> TrainBatch:
         return TrainBatch(self.input_ids[rows], self.attention_mask[rows],
-                          self.completion_mask[rows], self.advantages[rows])
+                          self.completion_mask[rows], self.advantages[rows],
+                          None if self.rollout_logprobs is None
+                          else self.rollout_logprobs[rows])
 
 
 def make_train_batch(completions: Sequence[Completion], advantages: torch.Tensor,
@@ -44,9 +49,16 @@ def make_train_batch(completions: Sequence[Completion], advantages: torch.Tensor
     input_ids = torch.full((b, length), pad_id, dtype=torch.long)
     attention = torch.zeros((b, length), dtype=torch.long)
     cmask = torch.zeros((b, length), dtype=torch.float32)
+    with_lp = all(c.logprobs is not None for c in completions)
+    rollout_lp = torch.full((b, length), float("nan")) if with_lp else None
     for i, (c, r) in enumerate(zip(completions, rows, strict=True)):
         input_ids[i, : len(r)] = torch.tensor(r, dtype=torch.long)
         attention[i, : len(r)] = 1
         if bool(valid[i]):
             cmask[i, len(c.prompt_ids): len(r)] = 1.0
-    return TrainBatch(input_ids, attention, cmask, advantages.to(torch.float32))
+        if rollout_lp is not None and c.logprobs:
+            if len(c.logprobs) != len(c.completion_ids):
+                raise ValueError("a completion's logprobs and token ids differ in length")
+            rollout_lp[i, len(c.prompt_ids): len(r)] = torch.tensor(c.logprobs,
+                                                                    dtype=torch.float32)
+    return TrainBatch(input_ids, attention, cmask, advantages.to(torch.float32), rollout_lp)

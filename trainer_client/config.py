@@ -77,6 +77,8 @@ class PolicySection:
     device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
     fsdp: bool = True  # wrap with fully_shard even at world size 1
     micro_batch_size: int = 64  # sequences per forward/backward per rank
+    compute_dtype: str = "float32"  # "bfloat16": mixed precision (fp32 master weights,
+    #                                  fp32 gradient reduction, fp32 log-probabilities)
     gradient_checkpointing: bool = False
     num_threads: int = 0  # torch threads per rank; 0: torch's default (1 in a 1-CPU Ray actor)
     timeout_s: float = 900.0  # wait for one train step / weight gather at most this long

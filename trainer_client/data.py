@@ -8,6 +8,10 @@ reward service as ``ground_truth``, and the scorer that judges it.
   answer): scorer ``math``; the gold is the last ``\\boxed{...}`` when there is one.
 - The toy task: ``"a+b="`` for single digits, gold ``str(a + b)``, scorer ``numeric``; the
   100 sums are split once (seeded) into train and held-out eval.
+- Generated additions (``format: addition``): ``"What is 27 + 82?"`` with operands of
+  ``addition_digits`` digits, ``num_problems`` distinct pairs drawn with ``seed``, gold
+  ``str(a + b)``, scorer ``gsm8k`` (the answer after ``####``, hedges refused); held out as
+  for a JSONL file.
 
 The default scorers are the service's hedge-proof profiles: ``gsm8k`` and ``math`` refuse a
 response that commits to several answers ("5 or 6", two different ``\\boxed{}``), where
@@ -33,6 +37,7 @@ __all__ = [
     "DataSettings",
     "Problem",
     "boxed_answer",
+    "generated_additions",
     "gsm8k_gold",
     "load_jsonl_problems",
     "load_problems",
@@ -41,7 +46,7 @@ __all__ = [
     "toy_addition",
 ]
 
-Format = Literal["gsm8k", "math", "toy"]
+Format = Literal["gsm8k", "math", "toy", "addition"]
 
 #: Templates by name; ``{question}`` is replaced. ``plain`` is for base models and the toy
 #: task; the others ask for the answer format the scorer extracts.
@@ -80,6 +85,8 @@ class DataSettings:
     system_prompt: str | None = None  # system message for the chat template
     scorer: str | None = None  # override the format's default scorer
     seed: int = 0
+    num_problems: int = 3000  # addition: distinct problems generated (train + held out)
+    addition_digits: int = 2  # addition: digits of each operand
 
 
 def gsm8k_gold(answer: str) -> str:
@@ -163,16 +170,39 @@ def toy_addition(*, seed: int = 0, eval_size: int = 20, max_sum: int = 18,
     return probs[eval_size:], probs[:eval_size]
 
 
+def generated_additions(*, seed: int, count: int, digits: int = 2,
+                        scorer: str | None = None) -> list[Problem]:
+    """``count`` distinct problems ``"What is a + b?"`` (``a``, ``b`` of ``digits`` digits),
+    a pure function of ``seed``; gold ``str(a + b)``, scorer ``gsm8k`` unless told."""
+    lo, hi = 10 ** (digits - 1), 10 ** digits - 1
+    k = hi - lo + 1
+    space = k * (k + 1) // 2  # unordered pairs: "a + b" and "b + a" are one problem
+    if not 0 < count <= space:
+        raise ValueError(f"data.num_problems must be in 1..{space} for {digits}-digit operands")
+    rng = random.Random(seed)
+    pairs: dict[tuple[int, int], tuple[int, int]] = {}
+    while len(pairs) < count:
+        a, b = rng.randint(lo, hi), rng.randint(lo, hi)
+        pairs.setdefault((min(a, b), max(a, b)), (a, b))  # never both orders of one sum
+    return [Problem(id=f"add-{a}+{b}", question=f"What is {a} + {b}?", ground_truth=str(a + b),
+                    scorer=scorer or "gsm8k", data_source="addition")
+            for a, b in pairs.values()]
+
+
 def load_problems(settings: DataSettings) -> tuple[list[Problem], list[Problem]]:
     """``(train, eval)`` problems as the settings say."""
     if settings.format == "toy":
         return toy_addition(seed=settings.seed, eval_size=settings.eval_size,
                             max_sum=settings.toy_max_sum, scorer=settings.scorer)
-    if settings.train_path is None:
-        raise ValueError(f"data.train_path is required for format {settings.format!r}")
     steps = settings.max_gold_steps
-    train = load_jsonl_problems(settings.train_path, settings.format, scorer=settings.scorer,
-                                max_gold_steps=steps)
+    if settings.format == "addition":
+        train = generated_additions(seed=settings.seed, count=settings.num_problems,
+                                    digits=settings.addition_digits, scorer=settings.scorer)
+    elif settings.train_path is None:
+        raise ValueError(f"data.train_path is required for format {settings.format!r}")
+    else:
+        train = load_jsonl_problems(settings.train_path, settings.format,
+                                    scorer=settings.scorer, max_gold_steps=steps)
     if settings.eval_path is not None:
         evals = load_jsonl_problems(settings.eval_path, settings.format,
                                     limit=settings.eval_size, scorer=settings.scorer,

@@ -42,8 +42,11 @@ __all__ = [
     "group_advantages",
     "grpo_loss",
     "kl_k3",
+    "mismatch_metrics",
     "policy_loss",
     "rewards_to_tensor",
+    "rollout_mismatch_sums",
+    "tis_weights",
 ]
 
 
@@ -182,6 +185,7 @@ def policy_loss(
     clip_eps_high: float = 0.2,
     aggregation: Aggregation = "sequence",
     denominator: float | torch.Tensor | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO-style clipped surrogate, to be minimised.
 
@@ -193,14 +197,18 @@ def policy_loss(
         clip_eps_low, clip_eps_high: ratio clipped to ``[1 - low, 1 + high]``
             (equal values: PPO; a larger ``high``: DAPO's clip-higher).
         aggregation, denominator: see :func:`aggregate`.
+        is_weights: ``[B, T]`` per-token importance weights, no grad (truncated importance
+            sampling, :func:`tis_weights`); None: 1.
 
-    Per token: ``-min(ratio * A, clip(ratio) * A)``.
+    Per token: ``-w * min(ratio * A, clip(ratio) * A)``.
     """
     ratio = torch.exp(logprobs - old_logprobs)  # [B, T]
     adv = advantages.unsqueeze(1)  # [B, 1]
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - clip_eps_low, 1.0 + clip_eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped)  # [B, T]
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
     loss = aggregate(per_token, mask, aggregation, denominator=denominator)
     with torch.no_grad():
         m = mask.to(ratio.dtype)
@@ -226,6 +234,7 @@ def grpo_loss(
     clip_eps_high: float = 0.2,
     aggregation: Aggregation = "sequence",
     denominator: float | torch.Tensor | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped policy loss plus ``kl_coef * k3`` KL to the reference, same aggregation.
 
@@ -235,7 +244,7 @@ def grpo_loss(
     pg, metrics = policy_loss(
         logprobs, old_logprobs, advantages, mask,
         clip_eps_low=clip_eps_low, clip_eps_high=clip_eps_high, aggregation=aggregation,
-        denominator=denominator,
+        denominator=denominator, is_weights=is_weights,
     )
     if ref_logprobs is None:
         if kl_coef != 0.0:
@@ -248,6 +257,54 @@ def grpo_loss(
     metrics["losses/kl"] = float(kl.detach())
     metrics["losses/total"] = float(loss.detach())
     return loss, metrics
+
+
+def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor,
+                cap: float) -> torch.Tensor:
+    """Token-level truncated importance weights ``min(pi_old / pi_rollout, cap)`` ``[B, T]``.
+
+    ``old_logprobs`` are the trainer's log-probabilities of the sampled tokens before the
+    update, ``rollout_logprobs`` the rollout engine's (NaN where it gave none: weight 1).
+    The policy gradient is an expectation under the trainer's policy while the samples came
+    from the engine's; the weight corrects that, truncated at ``cap`` so one token the engine
+    found unlikely cannot dominate (Yao et al., "Your efficient RL framework secretly brings
+    you off-policy RL training", 2025; verl ``algorithm.rollout_correction``).
+    """
+    log_w = (old_logprobs - rollout_logprobs).clamp(max=20.0)
+    w = torch.exp(log_w).clamp(max=cap)
+    return torch.where(torch.isnan(w), torch.ones_like(w), w).detach()
+
+
+#: the order of :func:`rollout_mismatch_sums`' values
+MISMATCH_SUMS = ("n", "diff", "p", "q", "pq", "pp", "qq")
+
+
+def rollout_mismatch_sums(policy_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor,
+                          mask: torch.Tensor) -> tuple[list[float], float]:
+    """Sums over the masked tokens that have both log-probabilities, of ``p`` (policy
+    probability), ``q`` (rollout probability), ``|p - q|`` and the products a Pearson
+    correlation needs (order: :data:`MISMATCH_SUMS`), and the max ``|p - q|``. Sums add
+    over micro-batches and ranks; :func:`mismatch_metrics` turns them into metrics."""
+    ok = mask.bool() & ~torch.isnan(rollout_logprobs) & ~torch.isnan(policy_logprobs)
+    p = policy_logprobs.double().exp()[ok]
+    q = rollout_logprobs.double().exp()[ok]
+    d = (p - q).abs()
+    sums = [float(ok.sum()), float(d.sum()), float(p.sum()), float(q.sum()),
+            float((p * q).sum()), float((p * p).sum()), float((q * q).sum())]
+    return sums, float(d.max()) if d.numel() else 0.0
+
+
+def mismatch_metrics(sums: list[float], max_diff: float) -> dict[str, float]:
+    """verl's ``rollout_probs_diff_{mean,max}`` and the Pearson correlation of the two
+    probabilities, from :func:`rollout_mismatch_sums` (summed)."""
+    n, d, p, q, pq, pp, qq = sums
+    if n == 0:
+        return {}
+    cov = pq / n - (p / n) * (q / n)
+    var_p, var_q = pp / n - (p / n) ** 2, qq / n - (q / n) ** 2
+    corr = cov / (var_p * var_q) ** 0.5 if var_p > 0 and var_q > 0 else 1.0
+    return {"rollout/probs_diff_mean": d / n, "rollout/probs_diff_max": max_diff,
+            "rollout/probs_pearson": corr, "rollout/tokens_compared": n}
 
 
 def entropy_from_logits(

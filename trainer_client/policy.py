@@ -22,6 +22,7 @@ recomputed log-probabilities (and the ratio to them) noise. Gradients flow in ev
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -40,12 +41,20 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from trainer_client.batch import TrainBatch
 from trainer_client.checkpoint import finalize_checkpoint, prune_checkpoints, tmp_checkpoint_path
-from trainer_client.grpo import aggregation_weight, entropy_from_logits, grpo_loss
+from trainer_client.grpo import (
+    MISMATCH_SUMS,
+    aggregate,
+    aggregation_weight,
+    grpo_loss,
+    mismatch_metrics,
+    rollout_mismatch_sums,
+    tis_weights,
+)
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 
 __all__ = ["GRPOSettings", "OptimSettings", "PolicySettings", "PolicyWorker", "token_logprobs"]
@@ -60,23 +69,73 @@ def _dtype(name: str) -> torch.dtype:
             "float16": torch.float16}[name]
 
 
+#: sequence positions per chunk of the fp32 log-softmax (see :func:`token_logprobs`)
+LOGPROB_CHUNK = 128
+
+
+def _chunk_logprobs(logits: torch.Tensor, target: torch.Tensor, temperature: float,
+                    blocked: torch.Tensor | None) -> torch.Tensor:
+    """``[b, t]`` log-probabilities of ``target`` under ``logits [b, t, V] / temperature``,
+    computed in fp32 whatever the logits' dtype."""
+    x = logits.float() / temperature
+    if blocked is not None:
+        x = x.masked_fill(blocked[: x.shape[-1]].to(x.device), -1e9)
+    return x.gather(-1, target.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(x, dim=-1)
+
+
+def _chunk_entropy(logits: torch.Tensor, temperature: float,
+                   blocked: torch.Tensor | None) -> torch.Tensor:
+    x = logits.float() / temperature
+    if blocked is not None:
+        x = x.masked_fill(blocked[: x.shape[-1]].to(x.device), -1e9)
+    logp = torch.log_softmax(x, dim=-1)
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
                    attention_mask: torch.Tensor, *, temperature: float = 1.0,
-                   blocked: torch.Tensor | None = None,
-                   with_logits: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probabilities of each next token: ``[B, L-1]`` (and the logits ``[B, L-1, V]``).
+                   blocked: torch.Tensor | None = None, first: int = 0,
+                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of each next token ``[B, L-1]`` (and, with ``with_entropy``, the
+    per-token entropy ``[B, L-1]``, no grad), in fp32.
 
-    ``blocked`` ``[V]`` bool marks tokens the sampler could not produce; they get -1e9 so
-    log-probs are those of the restricted distribution the samples came from.
+    Only the sampled tokens' log-probabilities are formed: the model returns logits for the
+    positions from ``first`` on (``logits_to_keep``; earlier positions get 0), in its compute
+    dtype; the fp32 ``log_softmax`` runs over chunks of :data:`LOGPROB_CHUNK` positions, each
+    under activation checkpointing, so no ``[B, L, V]`` fp32 tensor is ever held and backward
+    keeps only the (bf16) logits. ``blocked`` ``[V]`` bool marks tokens the sampler could not
+    produce; they get -1e9, so log-probs are those of the restricted distribution.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits  # [B, L, V]
-    logits = logits[:, :-1].float() / temperature  # [B, L-1, V]
-    if blocked is not None:
-        logits = logits.masked_fill(blocked[: logits.shape[-1]].to(logits.device), -1e9)
-    logp = torch.log_softmax(logits, dim=-1)
-    target = input_ids[:, 1:].unsqueeze(-1)  # [B, L-1, 1]
-    lp = logp.gather(-1, target).squeeze(-1)  # [B, L-1]
-    return lp, (logits if with_logits else None)
+    length = input_ids.shape[1]
+    first = max(0, min(first, length - 1))
+    keep = length - first  # positions first .. L-1; the last predicts nothing
+    logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                   logits_to_keep=keep).logits[:, :-1]  # [B, keep-1, V]
+    target = input_ids[:, first + 1:]  # [B, keep-1]
+    parts, ents = [], []
+    for a in range(0, logits.shape[1], LOGPROB_CHUNK):
+        lg, tg = logits[:, a:a + LOGPROB_CHUNK], target[:, a:a + LOGPROB_CHUNK]
+        if torch.is_grad_enabled() and lg.requires_grad:
+            parts.append(torch.utils.checkpoint.checkpoint(
+                _chunk_logprobs, lg, tg, temperature, blocked, use_reentrant=False))
+        else:
+            parts.append(_chunk_logprobs(lg, tg, temperature, blocked))
+        if with_entropy:
+            with torch.no_grad():
+                ents.append(_chunk_entropy(lg.detach(), temperature, blocked))
+    pad = (first, 0)
+    lp = torch.nn.functional.pad(torch.cat(parts, dim=1), pad)  # [B, L-1]
+    ent = torch.nn.functional.pad(torch.cat(ents, dim=1), pad) if with_entropy else None
+    return lp, ent
+
+
+def _first_completion_position(completion_mask: torch.Tensor) -> int:
+    """The first next-token position ``[L-1]`` that predicts a completion token of any row
+    (0 when no row has one)."""
+    rows = completion_mask.bool().any(dim=1)
+    if not bool(rows.any()):
+        return 0
+    return max(0, int(completion_mask[rows].argmax(dim=1).min()) - 1)
 
 
 class PolicyWorker:
@@ -101,6 +160,8 @@ class PolicyWorker:
                                     rank=rank, world_size=world_size,
                                     timeout=timedelta(seconds=settings.dist_timeout_s))
         self.mesh = init_device_mesh(settings.device, (world_size,))
+        self.fsdp = settings.fsdp or world_size > 1
+        self.compute_dtype = _dtype(settings.compute_dtype)
         self.model = self._load(settings.model_path, trainable=True)
         self.ref: torch.nn.Module | None = None
         if settings.grpo.kl_coef > 0:
@@ -133,11 +194,15 @@ class PolicyWorker:
         model.to(self.device)  # type: ignore[arg-type]
         if trainable and self.settings.gradient_checkpointing:
             model.gradient_checkpointing_enable()
-        if self.settings.fsdp or self.world_size > 1:
+        if self.fsdp:
+            # bf16 compute: FSDP2 casts the gathered parameters for forward/backward and
+            # reduces gradients in fp32 into the fp32 master weights the optimizer updates
+            mp = MixedPrecisionPolicy(param_dtype=self.compute_dtype, reduce_dtype=torch.float32) \
+                if self.compute_dtype != _dtype(self.settings.dtype) else MixedPrecisionPolicy()
             layers = getattr(getattr(model, "model", None), "layers", None)
             for layer in layers or []:
-                fully_shard(layer, mesh=self.mesh)
-            fully_shard(model, mesh=self.mesh)
+                fully_shard(layer, mesh=self.mesh, mp_policy=mp)
+            fully_shard(model, mesh=self.mesh, mp_policy=mp)
         model.eval()  # no dropout: log-probs of the same tokens are the same in every pass
         if not trainable:
             model.requires_grad_(False)
@@ -155,12 +220,27 @@ class PolicyWorker:
         m = max(1, self.settings.micro_batch_size)
         return [b.select(slice(i, i + m)) for i in range(0, len(b), m)]
 
+    def _autocast(self) -> Any:
+        """bf16 compute without FSDP (world size 1, ``fsdp: false``): autocast; with FSDP
+        the MixedPrecisionPolicy does the casting."""
+        if self.fsdp or self.compute_dtype == _dtype(self.settings.dtype):
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
+
+    def _logprobs(self, model: torch.nn.Module, mb: TrainBatch, *,
+                  with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:func:`token_logprobs` of a micro-batch, logits only from its first completion
+        position on."""
+        with self._autocast():
+            return token_logprobs(model, mb.input_ids.to(self.device),
+                                  mb.attention_mask.to(self.device),
+                                  temperature=self.settings.temperature, blocked=self.blocked,
+                                  first=_first_completion_position(mb.completion_mask),
+                                  with_entropy=with_entropy)
+
     @torch.no_grad()
     def _score(self, model: torch.nn.Module, b: TrainBatch) -> torch.Tensor:
-        parts = [token_logprobs(model, mb.input_ids.to(self.device),
-                                mb.attention_mask.to(self.device),
-                                temperature=self.settings.temperature, blocked=self.blocked)[0]
-                 for mb in self._micro(b)]
+        parts = [self._logprobs(model, mb)[0] for mb in self._micro(b)]
         return torch.cat(parts).cpu()  # [B_local, L-1]
 
     def _global_weight(self, local_mask: torch.Tensor) -> float:
@@ -172,7 +252,8 @@ class PolicyWorker:
         return float(w)
 
     def _backward(self, mini: TrainBatch, old_lp: torch.Tensor, ref_lp: torch.Tensor | None,
-                  *, with_entropy: bool, add: Any) -> dict[str, float]:
+                  *, with_entropy: bool, add: Any,
+                  is_weights: torch.Tensor | None = None) -> dict[str, float]:
         """Forward/backward of one mini-batch (this rank's rows) in micro-batches; returns
         this rank's shares of the mini-batch losses (``losses/total``, ``losses/policy``,
         ``losses/kl``: summed over ranks they are the mini-batch's losses)."""
@@ -183,24 +264,21 @@ class PolicyWorker:
         for i in range(0, len(mini), m_size):
             r = slice(i, i + m_size)
             mb = mini.select(r)
-            lp, logits = token_logprobs(
-                self.model, mb.input_ids.to(self.device), mb.attention_mask.to(self.device),
-                temperature=self.settings.temperature, blocked=self.blocked,
-                with_logits=with_entropy)
+            lp, ent = self._logprobs(self.model, mb, with_entropy=with_entropy)
             m = mb.completion_mask[:, 1:].to(self.device)  # [b, L-1]
             loss, metrics = grpo_loss(
                 lp, old_lp[r].to(self.device),
                 None if ref_lp is None else ref_lp[r].to(self.device),
                 mb.advantages.to(self.device), m, kl_coef=g.kl_coef,
                 clip_eps_low=g.clip_eps_low, clip_eps_high=g.clip_eps_high,
-                aggregation=g.aggregation, denominator=denom)
+                aggregation=g.aggregation, denominator=denom,
+                is_weights=None if is_weights is None else is_weights[r].to(self.device))
             # FSDP2 averages gradients over ranks: scale so the average is the global sum
             (loss * self.world_size).backward()
             for k in _LOSS_KEYS:
                 share[k] += metrics.pop(k)
-            if logits is not None:
-                _, em = entropy_from_logits(logits.detach(), m)
-                metrics.update(em)
+            if ent is not None:
+                metrics["policy/entropy"] = float(aggregate(ent, m, "token"))
             add(metrics)  # clip fraction, ratio, entropy: means of micro-batch means
         return share
 
@@ -216,8 +294,10 @@ class PolicyWorker:
         local = self._local(batch)
         old_lp = self._score(self.model, local)
         ref_lp = self._score(self.ref, local) if self.ref is not None else None
+        is_w, _ = self._rollout_correction(local, old_lp)
         self.optimizer.zero_grad(set_to_none=True)
-        share = self._backward(local, old_lp, ref_lp, with_entropy=False, add=lambda m: None)
+        share = self._backward(local, old_lp, ref_lp, with_entropy=False, add=lambda m: None,
+                               is_weights=is_w)
         loss = self._sum_over_ranks([share["losses/total"]])[0]
         grads = {}
         for name, p in self.model.named_parameters():
@@ -239,6 +319,7 @@ class PolicyWorker:
         mask = local.completion_mask[:, 1:]  # [B_local, L-1], aligned with next-token lp
         old_lp = self._score(self.model, local)  # [B_local, L-1]
         ref_lp = self._score(self.ref, local) if self.ref is not None else None
+        is_w, mismatch = self._rollout_correction(local, old_lp)
 
         mb_global = g.mini_batch_size or len(batch)
         mb_local = max(1, mb_global // self.world_size)
@@ -259,7 +340,8 @@ class PolicyWorker:
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.append(self._backward(local.select(rows), old_lp[rows],
                                              None if ref_lp is None else ref_lp[rows],
-                                             with_entropy=epoch == 0, add=add))
+                                             with_entropy=epoch == 0, add=add,
+                                             is_weights=None if is_w is None else is_w[rows]))
                 if self.settings.optim.grad_clip > 0:
                     norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                           self.settings.optim.grad_clip)
@@ -276,7 +358,37 @@ class PolicyWorker:
         for k, v in zip(_LOSS_KEYS, totals, strict=False):
             out[k] = v / max(1, len(losses))  # mean over optimizer steps
         out["policy/tokens"] = totals[-1]
+        out.update(mismatch)
         return out
+
+    def _rollout_correction(self, local: TrainBatch, old_lp: torch.Tensor
+                            ) -> tuple[torch.Tensor | None, dict[str, float]]:
+        """Collective. The train/inference mismatch of this batch (the policy's probability
+        of each sampled completion token before the update against the rollout engine's,
+        :func:`~trainer_client.grpo.mismatch_metrics`, over all ranks) and, with
+        ``grpo.tis_cap``, the truncated importance weights ``[B_local, L-1]``."""
+        if local.rollout_logprobs is None:
+            return None, {}
+        mask = local.completion_mask[:, 1:]
+        rollout_lp = local.rollout_logprobs[:, 1:]
+        sums, max_diff = rollout_mismatch_sums(old_lp, rollout_lp, mask)
+        cap = self.settings.grpo.tis_cap
+        weights = None if cap is None else tis_weights(old_lp, rollout_lp, cap)
+        extra = [0.0, 0.0]  # sum of weights, tokens at the cap
+        if weights is not None:
+            ok = mask.bool() & ~torch.isnan(rollout_lp)
+            extra = [float(weights[ok].sum()), float((weights[ok] >= cap).sum())]
+        total = self._sum_over_ranks(sums + extra)
+        if self.world_size > 1:
+            t = torch.tensor([max_diff], dtype=torch.float64, device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            max_diff = float(t.cpu())
+        out = mismatch_metrics(total[: len(MISMATCH_SUMS)], max_diff)
+        n = total[0]
+        if weights is not None and n > 0:
+            out["rollout/tis_weight_mean"] = total[-2] / n
+            out["rollout/tis_capped_fraction"] = total[-1] / n
+        return weights, out
 
     def _sum_over_ranks(self, values: list[float]) -> list[float]:
         if self.world_size == 1:

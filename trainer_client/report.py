@@ -1,21 +1,32 @@
-"""A run's figures as markdown, from its ``metrics.jsonl``: the table ``docs/trainer.md`` shows.
+"""A run's figures as markdown: the tables ``docs/trainer.md`` shows.
 
-    python -m trainer_client.report runs/smollm2-gsm8k/metrics.jsonl
+    python -m trainer_client.report runs/smollm2-addition            # a run directory
+    python -m trainer_client.report runs/smollm2-addition/metrics.jsonl
 
-Per training step: reward, statuses, hedged and multi-answer fractions, truncation, tokens/s
-and seconds by phase; then held-out greedy eval at the first and last eval rows, and means.
+Per training step: reward, statuses, hedged and multi-answer fractions, truncation, the
+train/inference mismatch, tokens/s and seconds by phase; then held-out greedy eval at the
+first and last eval rows, and means. Given a run directory, also the paired comparison of
+its first and last ``eval/step_<N>.jsonl`` (same problems): accuracy before and after, the
+discordant pairs and an exact McNemar test, accuracy on completely answered problems, and
+how each problem's status moved.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer_client.metrics import read_metrics
 
-__all__ = ["format_report", "main"]
+__all__ = ["PairedEval", "format_paired", "format_report", "main", "mcnemar_exact",
+           "paired_eval"]
 
 _STEP_COLUMNS = (  # (header, key, format)
     ("step", "step", "{:d}"),
@@ -27,6 +38,7 @@ _STEP_COLUMNS = (  # (header, key, format)
     ("truncated", "completions/truncated_fraction", "{:.3f}"),
     ("len", "completions/mean_length", "{:.0f}"),
     ("updated", "train/skipped", "{}"),
+    ("p diff mean", "rollout/probs_diff_mean", "{:.4f}"),
     ("rollout tok/s", "throughput/rollout_tokens_per_second", "{:.1f}"),
     ("train tok/s", "throughput/train_tokens_per_second", "{:.1f}"),
     ("rollout s", "timings/rollout_seconds", "{:.0f}"),
@@ -35,8 +47,9 @@ _STEP_COLUMNS = (  # (header, key, format)
     ("sync s", "timings/sync_seconds", "{:.1f}"),
     ("step s", "timings/step_seconds", "{:.0f}"),
 )
-_EVAL = ("eval/accuracy", "eval/status/no_answer", "eval/hedged_fraction",
-         "eval/multi_answer_fraction", "eval/truncated_fraction", "eval/mean_length")
+_EVAL = ("eval/accuracy", "eval/complete_fraction", "eval/complete_accuracy",
+         "eval/status/no_answer", "eval/hedged_fraction", "eval/multi_answer_fraction",
+         "eval/truncated_fraction", "eval/mean_length")
 
 
 def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
@@ -78,12 +91,113 @@ def format_report(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for ``b`` and ``c`` discordant pairs (the binomial
+    test of ``min(b, c)`` successes in ``b + c`` fair trials)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(b, c) + 1))
+    return min(1.0, 2 * tail / 2**n)
+
+
+@dataclass(frozen=True)
+class PairedEval:
+    """The first and last eval of a run on the same problems."""
+
+    first_step: int
+    last_step: int
+    n: int
+    before: float  # accuracy
+    after: float
+    gained: int  # wrong before, right after (b)
+    lost: int  # right before, wrong after (c)
+    p_value: float  # exact McNemar
+    complete_before: tuple[int, int]  # (correct, complete) before
+    complete_after: tuple[int, int]
+    transitions: dict[tuple[str, str], int]  # (status before, status after) -> problems
+    mean_tokens: tuple[float, float]
+    truncated: tuple[float, float]
+
+
+def _eval_files(run_dir: Path) -> list[tuple[int, Path]]:
+    found = []
+    for f in (run_dir / "eval").glob("step_*.jsonl"):
+        m = re.fullmatch(r"step_(\d+)\.jsonl", f.name)
+        if m:
+            found.append((int(m.group(1)), f))
+    return sorted(found)
+
+
+def _read_records(path: Path) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in (json.loads(line) for line in
+                                 path.read_text(encoding="utf-8").splitlines() if line.strip())}
+
+
+def paired_eval(run_dir: Path) -> PairedEval | None:
+    """The paired comparison of the run's first and last eval files (None: fewer than 2).
+    Raises ``ValueError`` when they are not on the same problems."""
+    files = _eval_files(run_dir)
+    if len(files) < 2:
+        return None
+    (s0, f0), (s1, f1) = files[0], files[-1]
+    a, z = _read_records(f0), _read_records(f1)
+    if set(a) != set(z):
+        raise ValueError(f"{f0} and {f1} are not on the same problems")
+    ids = sorted(a)
+    gained = sum(1 for i in ids if not a[i]["correct"] and z[i]["correct"])
+    lost = sum(1 for i in ids if a[i]["correct"] and not z[i]["correct"])
+
+    def complete(recs: dict[str, dict[str, Any]]) -> tuple[int, int]:
+        done = [r for r in recs.values() if r.get("complete")]
+        return sum(r["correct"] for r in done), len(done)
+
+    n = len(ids)
+    return PairedEval(
+        first_step=s0, last_step=s1, n=n,
+        before=sum(a[i]["correct"] for i in ids) / n, after=sum(z[i]["correct"] for i in ids) / n,
+        gained=gained, lost=lost, p_value=mcnemar_exact(gained, lost),
+        complete_before=complete(a), complete_after=complete(z),
+        transitions=dict(Counter((a[i]["status"], z[i]["status"]) for i in ids)),
+        mean_tokens=(sum(a[i]["tokens"] for i in ids) / n, sum(z[i]["tokens"] for i in ids) / n),
+        truncated=(sum(not a[i]["finished"] for i in ids) / n,
+                   sum(not z[i]["finished"] for i in ids) / n))
+
+
+def format_paired(p: PairedEval) -> str:
+    def frac(x: tuple[int, int]) -> str:
+        return f"{x[0]}/{x[1]} = {x[0] / x[1]:.3f}" if x[1] else "0/0"
+
+    lines = [
+        f"Paired held-out eval, step {p.first_step} vs step {p.last_step}, {p.n} problems:",
+        "",
+        "| | before | after |", "|---|---|---|",
+        f"| greedy accuracy | {p.before:.3f} | {p.after:.3f} |",
+        f"| accuracy on complete answers (ended, answer found) | {frac(p.complete_before)} "
+        f"| {frac(p.complete_after)} |",
+        f"| truncated | {p.truncated[0]:.3f} | {p.truncated[1]:.3f} |",
+        f"| mean tokens | {p.mean_tokens[0]:.1f} | {p.mean_tokens[1]:.1f} |",
+        "",
+        f"Change {100 * (p.after - p.before):+.1f} points; wrong->right {p.gained}, "
+        f"right->wrong {p.lost}; exact McNemar p = {p.p_value:.3g}.",
+        "", "| status before -> after | problems |", "|---|---|"]
+    lines += [f"| {a} -> {b} | {k} |" for (a, b), k in
+              sorted(p.transitions.items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.stderr.write("usage: python -m trainer_client.report METRICS_JSONL\n")
+        sys.stderr.write("usage: python -m trainer_client.report RUN_DIR | METRICS_JSONL\n")
         return 1
-    sys.stdout.write(format_report(read_metrics(Path(args[0]))) + "\n")
+    path = Path(args[0])
+    run_dir = path if path.is_dir() else None
+    metrics = path / "metrics.jsonl" if run_dir is not None else path
+    out = format_report(read_metrics(metrics))
+    if run_dir is not None and (paired := paired_eval(run_dir)) is not None:
+        out += "\n\n" + format_paired(paired)
+    sys.stdout.write(out + "\n")
     return 0
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,10 @@ class Completion:
     completion_ids: list[int]  # up to and including EOS when it was generated
     text: str  # decoded completion, special tokens dropped
     finished: bool  # True when it ended with EOS (False: cut at max_new_tokens)
+    #: the engine's log-probability of each completion token under the distribution it
+    #: sampled from (logits / temperature, allowed tokens only); NaN where the engine did
+    #: not report one; None when the engine reports none at all
+    logprobs: tuple[float, ...] | None = None
 
 
 class RolloutEngine(Protocol):
@@ -81,6 +86,10 @@ class RolloutEngine(Protocol):
 
     def close(self) -> None:
         """Free the engine. Idempotent."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """``{"kind", "dtype", ...}``: what runs, for the run manifest."""
         ...
 
 
@@ -124,7 +133,8 @@ def explicit_generation_config(sampling: SamplingSettings, *, pad_token_id: int,
         min_new_tokens=0, max_new_tokens=sampling.max_new_tokens, bad_words_ids=None,
         suppress_tokens=None, begin_suppress_tokens=None, forced_bos_token_id=None,
         forced_eos_token_id=None, renormalize_logits=False,
-        pad_token_id=pad_token_id, eos_token_id=eos_token_id)
+        pad_token_id=pad_token_id, eos_token_id=eos_token_id,
+        return_dict_in_generate=True, output_scores=True)  # scores: the sampled logprobs
 
 
 def _cut(ids: list[int], eos: int, pad: int) -> tuple[list[int], bool]:
@@ -174,9 +184,16 @@ class HFEngine:
                                          eos_token_id=int(eos))
         torch.manual_seed(self.settings.seed * 100_003 + self._calls)
         self._calls += 1
-        out = self.model.generate(input_ids=input_ids, attention_mask=attn,
+        gen = self.model.generate(input_ids=input_ids, attention_mask=attn,
                                   generation_config=cfg, logits_processor=processors)
-        new = out[:, input_ids.shape[1]:].tolist()  # [P * n, <= max_new_tokens]
+        out = gen.sequences  # [P * n, L + T]
+        new_t = out[:, input_ids.shape[1]:]  # [P * n, T]
+        # gen.scores: T tensors [P * n, V] of the processed logits (temperature, allowed
+        # tokens) the samples were drawn from: the sampled token's log-softmax
+        lps = torch.stack([torch.log_softmax(sc.float(), dim=-1).gather(
+            -1, new_t[:, t:t + 1]).squeeze(-1) for t, sc in enumerate(gen.scores)], dim=1) \
+            if gen.scores else torch.zeros(new_t.shape)  # [P * n, T]
+        new, new_lp = new_t.tolist(), lps.tolist()
         result: list[list[Completion]] = []
         for p in range(len(prompts)):
             prompt_ids = input_ids[p][attn[p].bool()].tolist()
@@ -185,7 +202,8 @@ class HFEngine:
                 ids, finished = _cut(new[p * n + k], eos, tok.pad_token_id)
                 group.append(Completion(prompt_ids=prompt_ids, completion_ids=ids,
                                         text=str(tok.decode(ids, skip_special_tokens=True)),
-                                        finished=finished))
+                                        finished=finished,
+                                        logprobs=tuple(new_lp[p * n + k][: len(ids)])))
             result.append(group)
         return result
 
@@ -199,6 +217,10 @@ class HFEngine:
     def close(self) -> None:
         self.model = None  # type: ignore[assignment]
 
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "hf", "dtype": self.settings.dtype, "device": self.settings.device,
+                "num_threads": torch.get_num_threads()}
+
 
 class VLLMEngine:
     """vLLM ``LLM`` in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set so that
@@ -210,10 +232,16 @@ class VLLMEngine:
 
         self.settings = settings
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        # processed_logprobs: the sampled tokens' log-probabilities after temperature and
+        # the allowed-token mask, i.e. of the distribution the policy scores (the default,
+        # raw_logprobs, is of the unscaled logits)
         self.llm: Any = LLM(model=model_path, tokenizer=model_path, dtype=settings.dtype,
-                            seed=settings.seed, generation_config="vllm", enforce_eager=settings.enforce_eager,
+                            seed=settings.seed, generation_config="vllm",
+                            enforce_eager=settings.enforce_eager,
                             gpu_memory_utilization=settings.gpu_memory_utilization,
-                            max_model_len=settings.max_model_len)
+                            max_model_len=settings.max_model_len,
+                            logprobs_mode="processed_logprobs")
+        self.dtype = _dtype(settings.dtype)
         self._calls = 0
 
     def generate(self, prompts: Sequence[str],
@@ -229,6 +257,7 @@ class VLLMEngine:
             allowed_token_ids=list(sampling.allowed_token_ids)
             if sampling.allowed_token_ids is not None else None,
             seed=None if sampling.greedy else self.settings.seed * 100_003 + self._calls,
+            logprobs=0,  # the sampled token's log-probability only
         )
         self._calls += 1
         token_prompts = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=False)
@@ -240,26 +269,48 @@ class VLLMEngine:
             group = []
             for c in o.outputs:
                 ids = list(c.token_ids)
+                lps = [_sampled_logprob(pos, tid) for pos, tid in
+                       zip(c.logprobs or [], ids, strict=False)]
+                lps += [math.nan] * (len(ids) - len(lps))
                 finished = c.finish_reason == "stop"
                 if finished and (not ids or ids[-1] != eos) and eos is not None:
                     ids.append(eos)  # stopped on EOS without returning it: score it anyway
+                    lps.append(math.nan)
                 group.append(Completion(prompt_ids=list(tp["prompt_token_ids"]),
                                         completion_ids=ids,
                                         text=str(self.tokenizer.decode(ids, skip_special_tokens=True)),
-                                        finished=finished))
+                                        finished=finished, logprobs=tuple(lps)))
             result.append(group)
         return result
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        weights = list(state_dict.items())
+        """Reload in place, each tensor cast to the engine's dtype here (the cast vLLM would
+        do itself, warning once per tensor)."""
+        weights = [(k, v.to(self.dtype)) for k, v in state_dict.items()]
         if "lm_head.weight" not in state_dict and "model.embed_tokens.weight" in state_dict:
             # tied embeddings: vLLM's in-place reload expects the head too, else keeps the old
-            weights.append(("lm_head.weight", state_dict["model.embed_tokens.weight"]))
+            weights.append(("lm_head.weight", weights[list(state_dict).index(
+                "model.embed_tokens.weight")][1]))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()  # cached KV of old weights must not be reused
 
     def close(self) -> None:
         self.llm = None
+
+    def describe(self) -> dict[str, Any]:
+        import vllm
+
+        return {"kind": "vllm", "dtype": self.settings.dtype, "vllm": vllm.__version__,
+                "enforce_eager": self.settings.enforce_eager,
+                "max_model_len": self.settings.max_model_len,
+                "logprobs_mode": "processed_logprobs"}
+
+
+def _sampled_logprob(position: Any, token_id: int) -> float:
+    """The sampled token's entry of one position of vLLM's ``logprobs`` (a mapping of
+    token id to ``Logprob``)."""
+    entry = position.get(token_id) if position is not None else None
+    return math.nan if entry is None else float(entry.logprob)
 
 
 def make_engine(model_path: str, settings: EngineSettings) -> RolloutEngine:

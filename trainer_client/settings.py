@@ -59,6 +59,9 @@ class GRPOSettings:
     truncated: Truncated = "mask"  # completions cut at max_new_tokens: keep | mask | zero
     skip_no_signal: bool = False  # no update when every advantage is 0 (and kl_coef 0):
     #   saves the forward/backward; not a no-op otherwise (AdamW moves on momentum)
+    tis_cap: float | None = None  # token-level truncated importance sampling: weight each
+    #   token's loss by min(pi_policy / pi_rollout, tis_cap) when the rollout engine reports
+    #   log-probabilities; None: off (the mismatch is still measured and logged)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +70,10 @@ class PolicySettings:
 
     model_path: str  # HF dir (or hub id on machines with a hub) to start from
     ref_model_path: str | None = None  # reference for KL; None: model_path
-    dtype: str = "float32"  # parameter dtype: float32 | bfloat16
+    dtype: str = "float32"  # parameter (master weight, optimizer state) dtype
+    compute_dtype: str = "float32"  # forward/backward dtype: "bfloat16" is mixed precision
+    #   (FSDP2 MixedPrecisionPolicy: bf16 params in compute, fp32 master weights and fp32
+    #   gradient reduction; log-probabilities always in fp32)
     device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
     fsdp: bool = True  # wrap with fully_shard (always on at world size > 1)
     micro_batch_size: int = 64  # sequences per forward/backward on one rank

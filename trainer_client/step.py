@@ -18,6 +18,7 @@ always had them.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 import time
@@ -40,8 +41,9 @@ from trainer_client.rollout import Completion
 from trainer_client.settings import SamplingSettings
 from trainer_client.workers import Workers
 
-__all__ = ["StepContext", "advantages", "collect_rewards", "evaluate", "rollout",
-           "save_checkpoint", "score_items", "score_with_wait", "sync_weights", "train_step"]
+__all__ = ["StepContext", "advantages", "collect_rewards", "eval_records", "evaluate",
+           "rollout", "save_checkpoint", "score_items", "score_with_wait", "sync_weights",
+           "train_step", "write_eval_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +93,7 @@ class StepContext:
     eval_set: Sequence[Problem]
     ckpt_root: Path
     stop: threading.Event
+    eval_dir: Path  # eval/step_<N>.jsonl
 
     def prompt(self, p: Problem) -> str:
         d = self.cfg.data
@@ -198,8 +201,35 @@ def sync_weights(ctx: StepContext, row: dict[str, Any]) -> None:
     row["train/skipped"] = 0
 
 
+def eval_records(problems: Sequence[Problem], completions: Sequence[Completion],
+                 results: Sequence[ScoreResult | None]) -> list[dict[str, Any]]:
+    """One record per held-out problem (the lines of ``eval/step_<N>.jsonl``).
+    ``complete``: the response ended (EOS, not cut at ``max_new_tokens``) and the scorer
+    found an answer in it."""
+    out = []
+    for p, c, r in zip(problems, completions, results, strict=True):
+        status = "unavailable" if r is None else r.status
+        out.append({"id": p.id, "correct": status == "correct", "status": status,
+                    "complete": c.finished and status in ("correct", "incorrect"),
+                    "finished": c.finished, "extracted": None if r is None else r.extracted,
+                    "reason": None if r is None else r.reason,
+                    "ground_truth": p.ground_truth, "tokens": len(c.completion_ids),
+                    "response": c.text})
+    return out
+
+
+def write_eval_file(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Write ``records`` as JSONL, atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                   encoding="utf-8")
+    tmp.replace(path)
+
+
 def evaluate(ctx: StepContext, row: dict[str, Any]) -> None:
-    """Greedy accuracy on the eval set (``eval/*`` keys), scored by the service."""
+    """Greedy accuracy on the eval set (``eval/*`` keys), scored by the service; the
+    per-problem records go to ``<output_dir>/eval/step_<N>.jsonl``."""
     t4 = time.monotonic()
     if ctx.eval_set:
         groups = ctx.workers.rollout.call("generate", [ctx.prompt(p) for p in ctx.eval_set],
@@ -212,7 +242,14 @@ def evaluate(ctx: StepContext, row: dict[str, Any]) -> None:
         cm = completion_metrics([g[0] for g in groups], rollout_seconds=1.0)
         for k in ("mean_length", "truncated_fraction", "multi_answer_fraction"):
             m[f"eval/{k}"] = cm[f"completions/{k}"]
+        records = eval_records(ctx.eval_set, [g[0] for g in groups], results)
+        complete = [r for r in records if r["complete"]]
+        m["eval/complete_fraction"] = len(complete) / len(records)
+        m["eval/complete_accuracy"] = (sum(r["correct"] for r in complete) / len(complete)
+                                       if complete else float("nan"))
+        m["eval/problems"] = len(records)
         row.update(m)
+        write_eval_file(ctx.eval_dir / f"step_{row['step']}.jsonl", records)
     row["timings/eval_seconds"] = time.monotonic() - t4
 
 

@@ -44,6 +44,7 @@ import trainer_client.step as phase
 from trainer_client.checkpoint import latest_checkpoint, list_checkpoints, read_trainer_state
 from trainer_client.config import TrainConfig
 from trainer_client.data import Problem, load_problems, sample_batch
+from trainer_client.manifest import fetch_service_info, write_manifest
 from trainer_client.metrics import MetricsWriter, completion_metrics, plot_reward_curve
 from trainer_client.pretrained import prepare_base_model
 from trainer_client.reward_client import RetryPolicy, RewardClient, RewardClientSettings, Timeout
@@ -122,7 +123,7 @@ def _policy_settings(cfg: TrainConfig, start: _StartPoint, base_path: str,
                      allowed: tuple[int, ...] | None) -> PolicySettings:
     return PolicySettings(
         model_path=start.model_path, ref_model_path=base_path, dtype=cfg.model.dtype,
-        device=cfg.policy.device, fsdp=cfg.policy.fsdp,
+        compute_dtype=cfg.policy.compute_dtype, device=cfg.policy.device, fsdp=cfg.policy.fsdp,
         micro_batch_size=cfg.policy.micro_batch_size, temperature=cfg.rollout.temperature,
         allowed_token_ids=allowed, gradient_checkpointing=cfg.policy.gradient_checkpointing,
         num_threads=cfg.policy.num_threads,
@@ -249,7 +250,7 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
     try:
         # -- start-up: every resource is closed by `res.close`, also if a later one fails --
         res.client = client = RewardClient(client_settings(cfg, api_token), stop_event=stop)
-        client.wait_ready(timeout_s=cfg.reward.ready_timeout_s)
+        ready_url = client.wait_ready(timeout_s=cfg.reward.ready_timeout_s)
         res.scorer_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grpo-reward")
         res.workers = _start_workers(cfg, res, start,
                                      _policy_settings(cfg, start, base_path, allowed))
@@ -258,7 +259,11 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
         ctx = StepContext(cfg=cfg, workers=res.workers, client=client,
                           scorer_pool=res.scorer_pool, tokenizer=tokenizer, sampling=sampling,
                           greedy=greedy, eval_set=eval_set[: cfg.eval.max_problems],
-                          ckpt_root=ckpt_root, stop=stop)
+                          ckpt_root=ckpt_root, stop=stop, eval_dir=out / "eval")
+        write_manifest(out / "run.json", cfg, engine=res.workers.rollout.call(
+            "describe").result(cfg.rollout.timeout_s),
+            reward_info=fetch_service_info(ready_url, api_token),
+            resumed_from=start.step if resume else None)
 
         if cfg.eval.at_start and cfg.eval.every and step == 0:
             row0: dict[str, Any] = {"step": 0}

@@ -56,6 +56,10 @@ class RolloutWorker:
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         self.engine.load_weights(state_dict)
 
+    def describe(self) -> dict[str, Any]:
+        """The engine that actually runs (``auto`` resolved) and how (for ``run.json``)."""
+        return self.engine.describe()
+
     def close(self) -> None:
         self.engine.close()
 

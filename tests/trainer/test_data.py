@@ -90,3 +90,26 @@ def test_render_prompt():
                          system_prompt="be brief") == \
         "system:be brief|user:2+2?\nPlease reason step by step, and put your final answer " \
         "within \\boxed{}.|assistant:"
+
+
+def test_generated_additions_are_seeded_distinct_and_held_out_disjoint():
+    from trainer_client.data import DataSettings, generated_additions, load_problems
+
+    a = generated_additions(seed=0, count=3000)
+    assert a == generated_additions(seed=0, count=3000)  # a pure function of the seed
+    assert a != generated_additions(seed=1, count=3000)
+    sums = set()
+    for p in a:
+        x, y = (int(t) for t in p.question.removeprefix("What is ").rstrip("?").split(" + "))
+        assert 10 <= x <= 99 and 10 <= y <= 99 and p.ground_truth == str(x + y)
+        assert p.scorer == "gsm8k"
+        sums.add((min(x, y), max(x, y)))
+    assert len(sums) == 3000  # never "a + b" and "b + a" both
+    train, held = load_problems(DataSettings(format="addition", num_problems=3000,
+                                             eval_size=200))
+    assert len(held) == 200 and len(train) == 2800
+    assert not {p.id for p in train} & {p.id for p in held}
+    assert held == load_problems(DataSettings(format="addition", num_problems=3000,
+                                              eval_size=200))[1]  # the same 200 every time
+    with pytest.raises(ValueError, match="num_problems"):
+        generated_additions(seed=0, count=5000)  # only 4095 unordered two-digit pairs

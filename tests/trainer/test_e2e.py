@@ -140,6 +140,27 @@ def test_resume_continues_without_repeating(reward_url, tmp_path):
     assert [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [6, 7]
     before = read_metrics(tmp_path / "metrics.jsonl")
     assert steps_of(before) == list(range(1, 8))
+    # the run manifest: resolved config, the engine that ran, versions, the service's scorers
+    manifest = json.loads((tmp_path / "run.json").read_text())
+    assert manifest["rollout_engine"]["kind"] == "hf"  # tiny-cpu asks for hf
+    assert manifest["config"]["rollout"]["n"] == cfg.rollout.n
+    assert manifest["config"]["optim"]["lr"] == cfg.optim.lr
+    assert manifest["versions"]["torch"].startswith("2.13.0")
+    assert manifest["versions"]["math-reward-service"]
+    assert manifest["git"] is None or len(manifest["git"]["commit"]) == 40
+    assert "numeric" in json.dumps(manifest["reward_service"]["scorers"])
+    assert manifest["started_at"] and manifest["resumed_from_step"] is None
+    # per-problem evals at steps 4 and 7 (the last), on the same problems
+    evals = {p.name: [json.loads(x) for x in p.read_text().splitlines()]
+             for p in (tmp_path / "eval").glob("step_*.jsonl")}
+    assert sorted(evals) == ["step_4.jsonl", "step_7.jsonl"]
+    assert [r["id"] for r in evals["step_4.jsonl"]] == [r["id"] for r in evals["step_7.jsonl"]]
+    assert len(evals["step_7.jsonl"]) == 55
+    rec = evals["step_7.jsonl"][0]
+    assert {"id", "correct", "response", "status", "complete"} <= set(rec)
+    assert rec["correct"] == (rec["status"] == "correct")
+    acc7 = sum(r["correct"] for r in evals["step_7.jsonl"]) / 55
+    assert before[-1]["eval/accuracy"] == pytest.approx(acc7)
     # a crash after step 7's checkpoint would leave extra lines: resume must drop them
     with open(tmp_path / "metrics.jsonl", "a") as fh:
         fh.write(json.dumps({"step": 8, "rewards/mean": 0.0}) + "\n")
@@ -157,6 +178,8 @@ def test_resume_continues_without_repeating(reward_url, tmp_path):
                         eval={"every": 4}, optim={"lr": 0.0})
     r = train(frozen, output_dir=tmp_path, max_steps=8, resume=True)
     assert r.last_step == 8
+    assert json.loads((tmp_path / "run.json").read_text()) == manifest  # the first is kept
+    assert json.loads((tmp_path / "run.resume_7.json").read_text())["resumed_from_step"] == 7
     ck7 = load_file(str(saved / "model" / "model.safetensors"))
     ck8 = load_file(str(tmp_path / "checkpoints" / "step_000008" / "model" / "model.safetensors"))
     base = load_file(str(tmp_path / "base_model" / "model.safetensors"))

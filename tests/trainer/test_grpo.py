@@ -125,3 +125,56 @@ def test_entropy_uniform():
     value, m = entropy_from_logits(logits, mask)
     assert value.item() == pytest.approx(math.log(4))
     assert m["policy/entropy"] == pytest.approx(math.log(4))
+
+
+def test_tis_weights_truncate_and_ignore_missing_rollout_logprobs():
+    from trainer_client.grpo import tis_weights
+
+    old = torch.log(torch.tensor([[0.5, 0.5, 0.9, 0.2]]))
+    roll = torch.log(torch.tensor([[0.5, 0.1, 0.3, 0.4]]))
+    roll[0, 3] = float("nan")  # the engine gave none: weight 1
+    w = tis_weights(old.requires_grad_(), roll, cap=2.0)
+    assert not w.requires_grad
+    assert torch.allclose(w, torch.tensor([[1.0, 2.0, 2.0, 1.0]]))  # 5 and 3 capped at 2
+    assert torch.allclose(tis_weights(old, torch.log(torch.tensor([[1.0, 1.0, 1.0, 0.4]])),
+                                      cap=2.0), torch.tensor([[0.5, 0.5, 0.9, 0.5]]))
+
+
+def test_tis_corrects_the_bias_of_samples_from_a_mismatched_engine():
+    """Tokens sampled from the engine's q, a reward f: the plain mean estimates E_q[f], not
+    the policy's E_p[f] (control: off by > 0.1); weighted by min(p/q, C) it is within 0.01."""
+    from trainer_client.grpo import tis_weights
+
+    p = torch.tensor([0.4, 0.3, 0.2, 0.1])  # the policy (trainer)
+    q = torch.tensor([0.1, 0.2, 0.3, 0.4])  # the rollout engine
+    f = torch.tensor([1.0, 0.5, 0.0, -1.0])
+    g = torch.Generator().manual_seed(0)
+    tok = torch.multinomial(q, 200_000, replacement=True, generator=g)
+    truth = float((p * f).sum())
+    plain = float(f[tok].mean())
+    w = tis_weights(torch.log(p)[tok], torch.log(q)[tok], cap=10.0)
+    corrected = float((w * f[tok]).mean())
+    assert abs(plain - truth) > 0.1
+    assert abs(corrected - truth) < 0.01, (corrected, truth)
+
+
+def test_mismatch_metrics_from_sums():
+    from trainer_client.grpo import mismatch_metrics, rollout_mismatch_sums
+
+    pol = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
+    roll = torch.log(torch.tensor([[0.4, 0.2, 0.9], [0.3, 0.6, 0.3]]))
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    sums, mx = rollout_mismatch_sums(pol, roll, mask)
+    m = mismatch_metrics(sums, mx)
+    assert m["rollout/tokens_compared"] == 5
+    assert m["rollout/probs_diff_mean"] == pytest.approx((0.1 + 0 + 0 + 0 + 0.3) / 5)
+    assert m["rollout/probs_diff_max"] == pytest.approx(0.3)
+    x, y = torch.tensor([0.5, 0.2, 0.9, 0.3, 0.3]), torch.tensor([0.4, 0.2, 0.9, 0.3, 0.6])
+    assert m["rollout/probs_pearson"] == pytest.approx(float(torch.corrcoef(
+        torch.stack([x, y]))[0, 1]), abs=1e-6)
+    # two halves summed equal the whole (micro-batches, ranks)
+    s1, m1 = rollout_mismatch_sums(pol[:1], roll[:1], mask[:1])
+    s2, m2 = rollout_mismatch_sums(pol[1:], roll[1:], mask[1:])
+    assert mismatch_metrics([a + b for a, b in zip(s1, s2, strict=True)], max(m1, m2)) \
+        == pytest.approx(m)
+    assert mismatch_metrics(*rollout_mismatch_sums(pol, roll, torch.zeros_like(mask))) == {}
