@@ -131,7 +131,8 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
 
 def plot_reward_curve(metrics_path: str | Path, out_png: str | Path, *,
                       title: str = "GRPO") -> Path:
-    """Reward mean per step (and a moving average), eval accuracy, unavailable fraction, and
+    """Reward mean per step (and a moving average), eval accuracy (all, and on complete
+    answers), unavailable fraction, and
     the truncated / hedged / multi-answer fractions when any is non-zero."""
     import matplotlib
 
@@ -150,6 +151,11 @@ def plot_reward_curve(metrics_path: str | Path, out_png: str | Path, *,
     ev = [(r["step"], r["eval/accuracy"]) for r in rows if r.get("eval/accuracy") is not None]
     if ev:
         ax.plot(*zip(*ev, strict=True), "o-", color="tab:green", label="eval accuracy (greedy)")
+    ca = [(r["step"], r["eval/complete_accuracy"]) for r in rows
+          if r.get("eval/complete_accuracy") is not None]
+    if ca:
+        ax.plot(*zip(*ca, strict=True), "s:", color="darkgreen", ms=4,
+                label="eval accuracy on complete answers")
     for key, color, label in (
             ("completions/truncated_fraction", "tab:gray", "truncated (fraction)"),
             ("rewards/hedged_fraction", "tab:orange", "refused as hedged (fraction)"),
@@ -166,7 +172,7 @@ def plot_reward_curve(metrics_path: str | Path, out_png: str | Path, *,
     ax.set_ylabel("reward / accuracy")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", fontsize="small", framealpha=0.85)
     ax.set_title(title)
     fig.tight_layout()
     out = Path(out_png)

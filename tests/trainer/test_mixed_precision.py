@@ -15,9 +15,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import trainer_client.policy as policy_mod
+import trainer_client.logprobs as logprobs_mod
 from trainer_client.batch import TrainBatch, make_train_batch
-from trainer_client.policy import PolicyWorker, token_logprobs
+from trainer_client.logprobs import token_logprobs
+from trainer_client.policy import PolicyWorker
 from trainer_client.rollout import Completion
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 from trainer_client.tiny_model import TinyModelSettings, build_tiny_model
@@ -51,13 +52,13 @@ def _reference_logprobs(model, ids, attn, temperature, blocked):
 
 
 def test_chunked_sampled_token_logprobs_equal_the_full_fp32_log_softmax(tiny, monkeypatch):
-    monkeypatch.setattr(policy_mod, "LOGPROB_CHUNK", 3)  # many chunks, a ragged last one
+    monkeypatch.setattr(logprobs_mod, "LOGPROB_CHUNK", 3)  # many chunks, a ragged last one
     model = AutoModelForCausalLM.from_pretrained(tiny)
     model.eval()
     b = _batch()
     blocked = torch.zeros(model.config.vocab_size, dtype=torch.bool)
     blocked[60:70] = True
-    first = policy_mod._first_completion_position(b.completion_mask)
+    first = logprobs_mod.first_completion_position(b.completion_mask)
     assert first == 5  # the shortest prompt has 6 tokens: position 5 predicts its first answer
     m = b.completion_mask[:, 1:]
     ref = _reference_logprobs(model, b.input_ids, b.attention_mask, 0.7, blocked)
