@@ -47,6 +47,7 @@ __all__ = [
     "rewards_to_tensor",
     "rollout_mismatch_sums",
     "tis_weights",
+    "token_entropy",
 ]
 
 
@@ -307,11 +308,15 @@ def mismatch_metrics(sums: list[float], max_diff: float) -> dict[str, float]:
             "rollout/probs_pearson": corr, "rollout/tokens_compared": n}
 
 
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Per-token entropy ``[B, T]`` of ``logits [B, T, V]``, in fp32."""
+    logp = torch.log_softmax(logits.float(), dim=-1)  # [B, T, V]
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
 def entropy_from_logits(
     logits: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Mean per-token entropy of ``logits [B, T, V]`` over ``mask [B, T]`` (token mean)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)  # [B, T, V]
-    ent = -(logp.exp() * logp).sum(dim=-1)  # [B, T]
-    value = aggregate(ent, mask, "token")
+    value = aggregate(token_entropy(logits), mask, "token")
     return value, {"policy/entropy": float(value.detach())}

@@ -10,29 +10,29 @@ from __future__ import annotations
 import torch
 import torch.utils.checkpoint
 
+from trainer_client.grpo import token_entropy
+
 __all__ = ["LOGPROB_CHUNK", "first_completion_position", "token_logprobs"]
 
 #: sequence positions per chunk of the fp32 log-softmax (see :func:`token_logprobs`)
 LOGPROB_CHUNK = 128
 
 
+def _scaled(logits: torch.Tensor, temperature: float,
+            blocked: torch.Tensor | None) -> torch.Tensor:
+    """``logits / temperature`` in fp32, blocked tokens at -1e9: the sampler's distribution."""
+    x = logits.float() / temperature
+    if blocked is not None:
+        x = x.masked_fill(blocked[: x.shape[-1]].to(x.device), -1e9)
+    return x
+
+
 def _chunk_logprobs(logits: torch.Tensor, target: torch.Tensor, temperature: float,
                     blocked: torch.Tensor | None) -> torch.Tensor:
     """``[b, t]`` log-probabilities of ``target`` under ``logits [b, t, V] / temperature``,
     computed in fp32 whatever the logits' dtype."""
-    x = logits.float() / temperature
-    if blocked is not None:
-        x = x.masked_fill(blocked[: x.shape[-1]].to(x.device), -1e9)
+    x = _scaled(logits, temperature, blocked)
     return torch.log_softmax(x, dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
-
-
-def _chunk_entropy(logits: torch.Tensor, temperature: float,
-                   blocked: torch.Tensor | None) -> torch.Tensor:
-    x = logits.float() / temperature
-    if blocked is not None:
-        x = x.masked_fill(blocked[: x.shape[-1]].to(x.device), -1e9)
-    logp = torch.log_softmax(x, dim=-1)
-    return -(logp.exp() * logp).sum(dim=-1)
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
@@ -65,7 +65,7 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
             parts.append(_chunk_logprobs(lg, tg, temperature, blocked))
         if with_entropy:
             with torch.no_grad():
-                ents.append(_chunk_entropy(lg.detach(), temperature, blocked))
+                ents.append(token_entropy(_scaled(lg.detach(), temperature, blocked)))
     pad = (first, 0)
     lp = torch.nn.functional.pad(torch.cat(parts, dim=1), pad)  # [B, L-1]
     ent = torch.nn.functional.pad(torch.cat(ents, dim=1), pad) if with_entropy else None

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from trainer_client.config import TrainConfig
+from trainer_client.metrics import write_text_atomic
 
 __all__ = ["fetch_service_info", "git_commit", "package_versions", "write_manifest"]
 
@@ -86,6 +87,4 @@ def write_manifest(path: Path, cfg: TrainConfig, *, engine: dict[str, Any],
         "reward_service": reward_info,
         "host": {"platform": platform.platform(), "cpus": os.cpu_count()},
     }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")

@@ -47,6 +47,7 @@ __all__ = [
     "plot_reward_curve",
     "read_metrics",
     "reward_metrics",
+    "write_text_atomic",
 ]
 
 STATUSES = ("correct", "incorrect", "no_answer", "bad_ground_truth", "timeout", "error",
@@ -123,6 +124,15 @@ class MetricsWriter:
 
     def close(self) -> None:
         self._fh.close()
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the
+    old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

@@ -286,11 +286,11 @@ class VLLMEngine:
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Reload in place, each tensor cast to the engine's dtype here (the cast vLLM would
         do itself, warning once per tensor)."""
-        weights = [(k, v.to(self.dtype)) for k, v in state_dict.items()]
-        if "lm_head.weight" not in state_dict and "model.embed_tokens.weight" in state_dict:
+        cast = {k: v.to(self.dtype) for k, v in state_dict.items()}
+        if "lm_head.weight" not in cast and "model.embed_tokens.weight" in cast:
             # tied embeddings: vLLM's in-place reload expects the head too, else keeps the old
-            weights.append(("lm_head.weight", weights[list(state_dict).index(
-                "model.embed_tokens.weight")][1]))
+            cast["lm_head.weight"] = cast["model.embed_tokens.weight"]
+        weights = list(cast.items())
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()  # cached KV of old weights must not be reused
 

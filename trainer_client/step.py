@@ -35,7 +35,7 @@ from trainer_client.config import TrainConfig
 from trainer_client.data import Problem, render_prompt
 from trainer_client.errors import RewardProtocolError, RewardServiceUnavailable
 from trainer_client.grpo import apply_truncation, group_advantages, rewards_to_tensor
-from trainer_client.metrics import completion_metrics, reward_metrics
+from trainer_client.metrics import completion_metrics, reward_metrics, write_text_atomic
 from trainer_client.reward_client import RewardClient, ScoreItem, ScoreResult
 from trainer_client.rollout import Completion
 from trainer_client.settings import SamplingSettings
@@ -220,11 +220,7 @@ def eval_records(problems: Sequence[Problem], completions: Sequence[Completion],
 
 def write_eval_file(path: Path, records: Sequence[dict[str, Any]]) -> None:
     """Write ``records`` as JSONL, atomically (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
-                   encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
 def evaluate(ctx: StepContext, row: dict[str, Any]) -> None:
