@@ -43,7 +43,7 @@ COPY pyproject.toml README.md /src/
 COPY reward_service /src/reward_service
 RUN pip install --require-virtualenv --no-deps /src \
  && pip uninstall -y --require-virtualenv pip setuptools \
- && python3 -c "import reward_service.app, pyseccomp"
+ && python3 -c "import reward_service.server.app, pyseccomp"
 
 # ---------------------------------------------------------------- final image
 FROM base

@@ -98,7 +98,7 @@ MV_JUDGEMENTS: dict[tuple[str, str, bool], str] = {
 
 
 # Decisions documented with the figures (issue 15); the rules themselves are in
-# reward_service/scorers/hedge.py and math_strict.py.
+# reward_service/scorers/rules/hedge.py and math_strict.py.
 DECISIONS = """## One committed answer: where the closing part starts, and why
 
 A response earns the reward only if it commits to one final answer (`math`, `gsm8k`,
@@ -110,7 +110,7 @@ alternatively, actually, otherwise, or else, and/or, if not, then again, could/m
 scorer's own equivalence (`0.5` and `\\frac12` are one value; `gsm8k` compares numbers,
 `choice` letters), is a hedge: `incorrect`, reason `hedged: ...`.
 
-The closing part starts (`reward_service/scorers/hedge.py: closing_start`):
+The closing part starts (`reward_service/scorers/rules/hedge.py: closing_start`):
 
 1. **at the final commitment**: the clause holding the phrase that introduces the final
    answer the scorer takes (`The final answer is`, `answer is`, `Answer:`, `\\boxed{`,

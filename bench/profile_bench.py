@@ -18,7 +18,7 @@ from bench.sections import Context, Row, Section
 _PHASES: list[tuple[str, Any]] = [
     ("extraction regexes (finditer)",
      lambda f, ln, fn: (fn == "<genexpr>" and f.endswith("math_verify/parser.py") and ln > 600)
-     or (fn == "ranked" and f.endswith("scorers/tail_scan.py"))),  # the workers' (tail_scan)
+     or (fn == "ranked" and f.endswith("scorers/patches/tail_scan.py"))),  # the workers' (tail_scan)
     ("LaTeX normalisation", lambda f, ln, fn: fn == "normalize_latex"),
     ("ANTLR parse (lexer + parser)", lambda f, ln, fn: fn == "math" and "PSParser" in f),
     ("latex2sympy visitor + sympy construction",
@@ -28,7 +28,7 @@ _PHASES: list[tuple[str, Any]] = [
     ("verify (sympy comparison)",
      lambda f, ln, fn: fn == "verify" and f.endswith("math_verify/grader.py")),
     ("math rules: hedge scan (closing part, candidates)",
-     lambda f, ln, fn: fn == "distinct_candidates" and f.endswith("scorers/hedge.py")),
+     lambda f, ln, fn: fn == "distinct_candidates" and f.endswith("scorers/rules/hedge.py")),
 ]
 _TOP = 12  # functions listed by self time
 

@@ -51,7 +51,7 @@ def _role(pid: int) -> str:
             cmd = fh.read().replace(b"\0", b" ")
     except OSError:
         return "gone"
-    if b"reward_service.zygote" in cmd or b"reward-worker" in cmd:
+    if b"reward_service.sandboxed.zygote" in cmd or b"reward-worker" in cmd:
         return "workers (zygote and its children)"
     if b"ServeReplica" in cmd:
         return "server (Serve replicas)"

@@ -19,9 +19,13 @@ import uvicorn
 from pydantic import ValidationError
 
 from reward_service import __version__
-from reward_service.api.connections import connection_cap, guarded_protocol, raise_nofile_limit
-from reward_service.app import create_app
 from reward_service.logs import configure_logging
+from reward_service.server.api.connections import (
+    connection_cap,
+    guarded_protocol,
+    raise_nofile_limit,
+)
+from reward_service.server.app import create_app
 from reward_service.settings import Settings
 
 __all__ = ["main"]

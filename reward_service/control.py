@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 
 import orjson
 
+from reward_service.protocol import ProtocolError
+
 __all__ = [
     "MAX_PACKET",
     "ControlError",
@@ -36,8 +38,9 @@ __all__ = [
 MAX_PACKET = 4096  # every control message is far smaller
 
 
-class ControlError(ValueError):
-    """A control packet that is not one of the protocol's records."""
+class ControlError(ProtocolError):
+    """A control packet that is not one of the protocol's records (the error tree's
+    ``ProtocolError``: a peer's bytes that are not a valid frame)."""
 
 
 @dataclass(frozen=True, slots=True)

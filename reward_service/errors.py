@@ -1,7 +1,7 @@
 """Errors of the service, as one tree. A failing *item* is never an exception: it is a status.
 
 Every class carries the HTTP status it maps to and the message a client may see; one
-handler (``reward_service.api.errors``) renders all of them. Nothing outside this tree is
+handler (``reward_service.server.api.errors``) renders all of them. Nothing outside this tree is
 raised to the HTTP layer on purpose (FastAPI's own validation errors are translated into
 ``InvalidRequestError`` by that handler).
 
@@ -15,13 +15,15 @@ raised to the HTTP layer on purpose (FastAPI's own validation errors are transla
     ├── RequestError                400  the request as a whole is refused
     │   ├── InvalidRequestError     422  malformed JSON, wrong types, bad options, lone surrogates
     │   │   ├── UnknownScorerError  422  (reward_service.scorers.registry)
-    │   │   └── CompatError         422  not the framework's protocol (reward_service.compat)
+    │   │   └── CompatError         422  not the framework's protocol (reward_service.server.compat)
     │   ├── RequestTooLargeError    413  too many items, a field or the body too large
     │   ├── BodyTimeoutError        408  the body stalled (connection closed)
     │   └── UnauthorizedError       401  missing or wrong bearer token (+ WWW-Authenticate)
     ├── ClientDisconnected          499  the client left before its reply (nobody reads it)
     └── ProtocolError                    a peer sent bytes that are not a valid frame
-                                         (reward_service.protocol; never reaches HTTP)
+        │                                (reward_service.protocol; never reaches HTTP)
+        └── ControlError                 a zygote control packet that is not a record
+                                         (reward_service.control)
 """
 
 from __future__ import annotations
@@ -118,9 +120,11 @@ class RequestError(RewardServiceError):
 
 class InvalidRequestError(RequestError):
     """Malformed or not allowed (422). ``errors`` are FastAPI-shaped ``{loc, msg, type}``
-    entries naming the fields; without them the detail is the message."""
+    entries naming the fields; without them the detail is one such entry at ``("body",)``
+    with the message and :attr:`kind`: every 422 on every route answers a list."""
 
     status_code = 422
+    kind: str = "value_error"  # the ``type`` of the entry when there are no ``errors``
 
     def __init__(self, message: str = "", *, errors: Sequence[Mapping[str, Any]] = ()) -> None:
         super().__init__(message or (errors[0]["msg"] if errors else "invalid request"))
@@ -133,7 +137,7 @@ class InvalidRequestError(RequestError):
 
     def detail(self) -> Any:
         if not self.errors:
-            return str(self)
+            return [{"loc": ["body"], "msg": clip_text(str(self)), "type": self.kind}]
         return [
             {"loc": list(e.get("loc", ()))[:6], "msg": clip_text(str(e.get("msg", ""))),
              "type": e.get("type")}

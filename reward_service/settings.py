@@ -55,6 +55,12 @@ class Settings(BaseSettings):
         "shapes so that ANTLR's prediction cache (DFA) is warm in every worker (first, spare, "
         "replacement): about 4 s more at startup for a scorer ~20% faster on new LaTeX.",
     )
+    library_patches: bool = Field(
+        True, description="Install our speed patches of math-verify, latex2sympy2, sympy and "
+        "ANTLR in the zygote (reward_service/scorers/patches: each exact by a differential test, "
+        "installed only on the library versions they were proven against). false runs the "
+        "libraries as released: same verdicts, slower; rules our patches out of a surprise.",
+    )
     recycle_rss_mb: int = Field(
         1024, ge=64, description="Restart a worker whose resident memory grows past this."
     )

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import DATA, Service, alive
 
-# The zygote's parser warm-up (scorers/warmup.py, on by default) adds ~4 s to every pool
+# The zygote's parser warm-up (scorers/patches/warmup.py, on by default) adds ~4 s to every pool
 # start and changes no verdict (tests/test_fast_parse.py compares trees cold and warm); the
 # suite starts dozens of pools, so they skip it unless a test asks. The shared service below
 # and tests/test_warmup.py run it as production does.

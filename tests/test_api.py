@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from reward_service.schemas import ScoreResponse
+from reward_service.server.schemas import ScoreResponse
 from tests.helpers import service
 
 
@@ -169,19 +169,19 @@ def test_nul_bytes_and_odd_unicode_are_per_item_statuses(client: httpx.Client) -
     ("route", "body", "loc"),
     [
         ("/v1/score", r'{"items": [{"response": "\\boxed{5}\ud800", "ground_truth": "5"}]}',
-         ["body", "items[0].response"]),
+         ["body", "items", 0, "response"]),
         ("/v1/score", r'{"items": [{"response": "5", "ground_truth": "\udfff5"}]}',
-         ["body", "items[0].ground_truth"]),
+         ["body", "items", 0, "ground_truth"]),
         ("/v1/score", r'{"items": [{"response": "1", "ground_truth": "1", "id": "\udc00"}]}',
          ["body", "items", 0, "id"]),
         ("/v1/score", r'{"items": [{"response": "(A)", "ground_truth": "A", "scorer": "choice",'
-                      r' "extra": {"choices": ["\ud800", "A"]}}]}', ["body", "items[0].extra"]),
+                      r' "extra": {"choices": ["\ud800", "A"]}}]}', ["body", "items", 0, "extra"]),
         ("/v1/score", r'{"items": [{"response": "1", "ground_truth": "1", "scorer": "\ud800"}]}',
          ["body", "items", 0, "scorer"]),
         ("/get_reward", r'{"query": ["Q: A: \\boxed{5}"], "prompts": ["Q: "], "labels": ["5\ud800"]}',
-         ["body", "labels[0]"]),
+         ["body", "labels", 0]),
         ("/get_reward", r'{"query": ["Q: A: \\boxed{5}\ud800"], "prompts": ["Q: "], "labels": ["5"]}',
-         ["body", "query[0]"]),
+         ["body", "query", 0]),
         ("/slime/reward", r'{"prompt": "x", "response": "\\boxed{5}", "label": "5\ud800"}',
          ["body", "label"]),
         ("/slime/reward", r'{"prompt": "x", "response": "\\boxed{5}\ud800", "label": "5"}',

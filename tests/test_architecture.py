@@ -13,7 +13,9 @@ import pytest
 from tests.helpers import ROOT
 
 PACKAGES = ("reward_service", "trainer_client")
-MAX_MODULE_LINES = 410  # "about 400": a docstring line more is not a new room
+CROWDING_GUARDED = ("reward_service",)  # trainer_client: 20 modules on one level (to do)
+MAX_MODULE_LINES = 400
+MAX_MODULES_PER_FOLDER = 15
 MAX_FUNCTION_LINES = 80
 
 
@@ -47,17 +49,26 @@ def test_no_function_is_long() -> None:
     assert not long, long
 
 
-def _imports(name: str, path: Path) -> set[str]:
+def test_no_folder_is_crowded() -> None:
+    folders: dict[Path, int] = {}
+    for name, path in MODULES.items():
+        if path.name != "__init__.py" and name.startswith(CROWDING_GUARDED):
+            folders[path.parent] = folders.get(path.parent, 0) + 1
+    crowded = {str(f.relative_to(ROOT)): n for f, n in folders.items() if n > MAX_MODULES_PER_FOLDER}
+    assert not crowded, crowded
+
+
+def _imports(name: str, path: Path, late: bool = False) -> set[str]:
     """Project modules ``name`` imports when it is loaded (not under TYPE_CHECKING, not
-    inside functions: those are deliberate late imports)."""
+    inside functions: those are deliberate late imports, counted only with ``late``)."""
     tree = ast.parse(path.read_text())
     found: set[str] = set()
     is_pkg = path.name == "__init__.py"
     for node in tree.body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
-        for sub in ast.walk(node) if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef
-                                                    | ast.ClassDef) else ():
+        for sub in ast.walk(node) if late or not isinstance(
+                node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else ():
             if isinstance(sub, ast.Import):
                 found |= {a.name for a in sub.names}
             elif isinstance(sub, ast.ImportFrom):
@@ -95,3 +106,60 @@ def test_no_import_cycle() -> None:
         if n not in seen:
             visit(n)
     assert not cycles, cycles
+
+
+# --- the two sides of the process boundary --------------------------------------------------
+# The server process reads requests; the zygote and the sandboxed workers read untrusted text
+# with the scorers. What crosses between them is the frame protocol (``protocol``, the
+# worker frames; ``control``, the zygote's records) and the scorers' metadata (names, statuses,
+# rule labels: no math-verify). Every import counts here, late ones too: a late import still
+# loads the module into the server process.
+SERVER_MAY_USE = {"reward_service", "reward_service.settings", "reward_service.errors",
+                  "reward_service.logs", "reward_service.lru", "reward_service.protocol",
+                  "reward_service.control", "reward_service.scorers",
+                  "reward_service.scorers.base", "reward_service.scorers.registry",
+                  "reward_service.scorers.rule_labels"}
+SERVER_SIDE = ("reward_service.server", "reward_service.cli", "reward_service.__main__")
+SANDBOX_SIDE = ("reward_service.sandboxed", "reward_service.scorers")
+
+
+def _side(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _reach(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        n = todo.pop()
+        for m in _imports(n, MODULES[n], late=True):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _side(n, SERVER_SIDE)))
+def test_server_process_loads_nothing_of_the_sandbox_side(name: str) -> None:
+    loaded = {m for m in _reach(name) if not _side(m, SERVER_SIDE)}
+    assert loaded <= SERVER_MAY_USE, sorted(loaded - SERVER_MAY_USE)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _side(n, SANDBOX_SIDE)))
+def test_sandbox_side_loads_nothing_of_the_server(name: str) -> None:
+    assert not {m for m in _reach(name) if _side(m, SERVER_SIDE)}
+
+
+def test_library_patches_only_through_their_entry() -> None:
+    entry = "reward_service.scorers.patches"
+    wrong = {f"{n} -> {m}" for n, path in MODULES.items() if not _side(n, (entry,))
+             for m in _imports(n, path, late=True) if m.startswith(entry + ".")}
+    assert not wrong, sorted(wrong)
+
+
+def test_the_guards_can_fail() -> None:
+    """The rules above see what they guard: the server reaches the pool and the metadata; the
+    zygote reaches the scorers and the patches' entry."""
+    assert {"reward_service.server.pool", "reward_service.scorers.registry"} <= _reach(
+        "reward_service.server.app")
+    assert {"reward_service.scorers.impl", "reward_service.scorers.patches"} <= _reach(
+        "reward_service.sandboxed.zygote")

@@ -1,4 +1,4 @@
-"""The batcher (``reward_service/batcher.py``) in front of a real pool: a request's repeats are
+"""The batcher (``reward_service/server/batcher.py``) in front of a real pool: a request's repeats are
 scored once and answered in order, with the verdict cache off and on."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from reward_service.batcher import Batcher, Job
-from reward_service.metrics import Metrics
-from reward_service.pool import WorkerPool
+from reward_service.server.batcher import Batcher, Job
+from reward_service.server.metrics import Metrics
+from reward_service.server.pool import WorkerPool
 from reward_service.settings import Settings
 
 A = Job("math_verify", "\\boxed{1}", "1", {})

@@ -1,13 +1,13 @@
-"""How the supervisor cuts a request into chunks (``reward_service.pool.chunk_sizes``) and
-deals its items into them (``reward_service.pool.records.deal``)."""
+"""How the supervisor cuts a request into chunks (``reward_service.server.pool.chunk_sizes``) and
+deals its items into them (``reward_service.server.pool.records.deal``)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reward_service.pool import chunk_sizes
-from reward_service.pool.records import deal
+from reward_service.server.pool import chunk_sizes
+from reward_service.server.pool.records import deal
 
 
 @given(n=st.integers(0, 20_000), cap=st.integers(1, 1024), workers=st.integers(1, 64))

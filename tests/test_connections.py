@@ -15,7 +15,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from reward_service.api.connections import COALESCE_MAX_BYTES, guarded_protocol
+from reward_service.server.api.connections import COALESCE_MAX_BYTES, guarded_protocol
 
 REQUEST = b"GET /x HTTP/1.1\r\nhost: t\r\n\r\n"
 

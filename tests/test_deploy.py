@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reward_service.metrics import Metrics
+from reward_service.server.metrics import Metrics
 from reward_service.settings import Settings
 from tests.helpers import ROOT
 

@@ -1,4 +1,4 @@
-"""Two-stage ANTLR parsing (``reward_service/scorers/fast_parse.py``) gives the library's trees.
+"""Two-stage ANTLR parsing (``reward_service/scorers/patches/fast_parse.py``) gives the library's trees.
 
 The differential test collects every LaTeX string stock math-verify hands to latex2sympy2
 while parsing the corpus (responses and boxed golds), OlympiadBench's solutions and answers
@@ -20,7 +20,7 @@ from antlr4.tree.Tree import TerminalNode
 from latex2sympy2_extended.latex2sympy2 import _Latex2Sympy, latex2sympy
 from sympy import srepr
 
-from reward_service.scorers import fast_parse
+from reward_service.scorers.patches import fast_parse
 from tests.helpers import ROOT
 
 _COLLECT = r"""
@@ -164,7 +164,7 @@ sys.path.insert(0, sys.argv[1])
 from reward_service.scorers.patches import install_patches
 install_patches()
 from tests.test_fast_parse import _sll, _stock
-from reward_service.scorers.warmup import dfa_states, warm_parser
+from reward_service.scorers.patches.warmup import dfa_states, warm_parser
 if sys.argv[2] == "warm":
     warm_parser()
 before = dfa_states()
@@ -177,7 +177,7 @@ json.dump({"dfa_before": before, "dfa_after": dfa_states(), "trees": out}, sys.s
 @pytest.mark.needs_data
 def test_the_zygotes_warm_up_leaves_every_tree_as_a_cold_parser_gives_it(
         extracted: list[str]) -> None:
-    """The warm-up (``scorers/warmup.py``) only fills ANTLR's prediction cache: in two fresh
+    """The warm-up (``scorers/patches/warmup.py``) only fills ANTLR's prediction cache: in two fresh
     interpreters, one cold and one warmed, both stages parse every extracted string to the same
     tree (or both fail)."""
     procs = {mode: subprocess.Popen([sys.executable, "-c", _TREES, str(ROOT), mode],

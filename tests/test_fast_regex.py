@@ -1,4 +1,4 @@
-"""The start guard on math-verify's extraction regexes (``reward_service/scorers/fast_regex.py``)
+"""The start guard on math-verify's extraction regexes (``reward_service/scorers/patches/fast_regex.py``)
 finds the same matches: the derivation on hand-made patterns, then every guarded pattern
 against the library's own on every text we have (corpus, long responses, OlympiadBench, the
 golden suite, the adversarial set)."""
@@ -14,7 +14,7 @@ import pytest
 from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
 from bench import long_set
-from reward_service.scorers import fast_regex
+from reward_service.scorers.patches import fast_regex
 from tests.helpers import ROOT, read_jsonl
 
 

@@ -142,7 +142,7 @@ def test_guarded_clause_end_finds_the_same_matches() -> None:
     """hedge._CLAUSE_END is its pattern behind a start guard: the same matches (spans) on
     every corpus response and hedge-corpus text, and on the characters that fold to the
     guard's letters under IGNORECASE (the long s, the Kelvin sign)."""
-    from reward_service.scorers import hedge
+    from reward_service.scorers.rules import hedge
     from tests.helpers import read_jsonl
 
     plain = re.compile(hedge.CLAUSE_END_UNGUARDED, re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""``reward_service.metrics``: the lock-free counters and histograms expose exactly what
+"""``reward_service.server.metrics``: the lock-free counters and histograms expose exactly what
 prometheus_client's own ``Counter`` and ``Histogram`` expose for the same operations (less
 the ``_created`` samples), and the app's ``Metrics`` still renders every family."""
 
@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reward_service import metrics as m
+from reward_service.server import metrics as m
 
 
 def _families(counter: type, histogram: type) -> tuple[CollectorRegistry, tuple]:

@@ -1,6 +1,6 @@
 """The worker's shortcuts into math-verify return exactly what the library computes.
 
-``reward_service/scorers/parse_cache.py`` builds plain integers without latex2sympy and
+``reward_service/scorers/patches/parse_cache.py`` builds plain integers without latex2sympy and
 memoises ``Number(text)``; ``MathVerifyScorer.verify`` memoises verify on the answer's
 structure. Each is compared here with the library function it stands in for, on the inputs
 it takes (``integer_verdict`` with ``verify``); ``tests/test_parity.py`` compares whole
@@ -19,14 +19,13 @@ from latex2sympy2_extended.sets import FiniteSet as L2SFiniteSet
 from math_verify import parse, verify
 from sympy import Integer, Number, srepr
 
-from reward_service.scorers import parse_cache
 from reward_service.scorers.math_verify_scorer import (
     MathVerifyScorer,
     _answer_key,
     boxed_gold,
     integer_verdict,
 )
-from reward_service.scorers.patches import install_patches
+from reward_service.scorers.patches import install_patches, parse_cache
 from tests.helpers import ROOT, read_jsonl
 
 

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from reward_service import protocol
-from reward_service.pool import Outcome, Task, WorkerPool
+from reward_service.sandboxed.worker import PROBE_PREFIX
+from reward_service.server.pool import Outcome, Task, WorkerPool
 from reward_service.settings import Settings
-from reward_service.worker import PROBE_PREFIX
 from tests.helpers import alive
 
 HANG = "\\boxed{\\frac{10^{1300000}}{7^{1300000}}}"  # minutes inside C (math.gcd)

@@ -61,7 +61,7 @@ def _zygotes_under(pids: set[int]) -> list[int]:
         for child in children_of(pid):
             try:
                 with open(f"/proc/{child}/cmdline", "rb") as fh:
-                    if b"reward_service.zygote" in fh.read():
+                    if b"reward_service.sandboxed.zygote" in fh.read():
                         out.append(child)
             except OSError:
                 continue
@@ -184,13 +184,13 @@ def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
         assert min(used) > 0.02, used
         # an error in a split request is the plain service's: the whole body is answered by
         # one app, so the 422 names the item's index in the request (the part alone would
-        # say items[140], its index in the second part)
+        # say item 140, its index in the second part)
         bad = [dict(x) for x in big[:400]]
         bad[340]["scorer"] = "no-such-scorer"
         with httpx.Client(base_url=base, timeout=120.0) as client:
             r = client.post("/v1/score", json={"items": bad})
         assert r.status_code == 422, r.text
-        assert "items[340]" in r.text and "items[140]" not in r.text, r.text
+        assert [e["loc"] for e in r.json()["detail"]] == [["body", "items", 340, "scorer"]], r.text
         print(f"ray serve: 2 replicas ready after {started_s:.1f}s; split request CPU s {used}")
     # replica teardown ran the lifespan shutdown: pool.stop() took the zygotes down
     assert wait_until(lambda: not any(alive(p) for p in zygotes), timeout_s=30), zygotes

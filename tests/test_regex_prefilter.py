@@ -1,4 +1,4 @@
-"""The extraction-regex prefilter (``reward_service/scorers/regex_prefilter.py``) is exact:
+"""The extraction-regex prefilter (``reward_service/scorers/patches/regex_prefilter.py``) is exact:
 a pattern never matches a text that lacks its needle."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from math_verify.parser import ExprExtractionConfig, LatexExtractionConfig, get_extraction_regexes
 
-from reward_service.scorers.regex_prefilter import Prefiltered, needle, wrap
+from reward_service.scorers.patches.regex_prefilter import Prefiltered, needle, wrap
 from tests.helpers import read_jsonl
 
 MV_CASES_PATH = Path(__file__).with_name("golden") / "math_verify_cases.jsonl"

@@ -1,6 +1,6 @@
-"""The lean routes in process (``reward_service/routing.py``): which requests take the express
+"""The lean routes in process (``reward_service/server/routing.py``): which requests take the express
 lane past Starlette's stack, what the OpenAPI document says of the routes on it, and the
-error answers of :class:`~reward_service.routing.FastAPIErrorsRoute` (FastAPI's own)."""
+error answers of :class:`~reward_service.server.routing.FastAPIErrorsRoute` (FastAPI's own)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import orjson
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from reward_service import routing
-from reward_service.app import create_app
+from reward_service.server import routing
+from reward_service.server.app import create_app
 from reward_service.settings import Settings
 from tests.helpers import service, wait_until
 
@@ -78,8 +78,20 @@ def _schema() -> dict[str, Any]:
     return create_app(Settings(workers=1, api_token=None)).openapi()
 
 
+def test_openapi_documents_every_routes_reply() -> None:
+    """Each route's 200 answer has a schema in /openapi.json (``/verify``'s was empty)."""
+    empty = []
+    for path, ops in _schema()["paths"].items():
+        for method, op in ops.items():
+            content = op["responses"].get("200", {}).get("content", {})
+            if not any(c.get("schema") for c in content.values()):
+                empty.append(f"{method.upper()} {path}")
+    assert not empty, empty
+
+
 def test_openapi_documents_the_options_and_replies_of_the_lean_framework_routes() -> None:
-    paths = _schema()["paths"]
+    schema = _schema()
+    paths = schema["paths"]
     slime = paths["/slime/reward"]["post"]
     params = {p["name"]: p for p in slime["parameters"]}
     assert list(params) == ["details", "scorer", "data_source", "timeout_s"]
@@ -102,6 +114,10 @@ def test_openapi_documents_the_options_and_replies_of_the_lean_framework_routes(
     body = verify["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/NemoGymVerifyRequest"}
     assert {"401", "413", "422", "503"} <= set(verify["responses"])
+    reply = verify["responses"]["200"]["content"]["application/json"]["schema"]
+    assert reply == {"$ref": "#/components/schemas/NemoGymVerifyResponse"}
+    fields = schema["components"]["schemas"]["NemoGymVerifyResponse"]["properties"]
+    assert {"response", "expected_answer", "reward", "extracted_answer", "status"} <= set(fields)
     assert "parameters" not in paths["/seed_session"]["post"]
 
 
@@ -111,9 +127,18 @@ JSON = {"Content-Type": "application/json"}
 @pytest.mark.parametrize(("path", "content", "headers", "detail"), [
     ("/slime/reward", b"{bad", JSON,
      [{"loc": ["body", 1], "msg": "JSON decode error", "type": "json_invalid"}]),
-    ("/verify", b"[" * 2000 + b"]" * 2000, JSON, "request body is nested too deeply"),
+    ("/verify", b"[" * 2000 + b"]" * 2000, JSON,
+     [{"loc": ["body"], "msg": "request body is nested too deeply", "type": "json_invalid"}]),
     ("/slime/reward", b'{"response": "\xff", "label": "1"}', JSON,
-     "request body is not valid UTF-8"),
+     [{"loc": ["body"], "msg": "request body is not valid UTF-8", "type": "json_invalid"}]),
+    # the lean routes answer a JSON error as FastAPI does: one shape on every route
+    ("/v1/score", b"{bad", JSON,
+     [{"loc": ["body", 1], "msg": "JSON decode error", "type": "json_invalid"}]),
+    ("/get_reward", b"{bad", JSON,
+     [{"loc": ["body", 1], "msg": "JSON decode error", "type": "json_invalid"}]),
+    ("/v1/score", b'{"items": [{"response": "1", "ground_truth": "1", "scorer": "nope"}]}', JSON,
+     [{"loc": ["body", "items", 0, "scorer"], "type": "unknown_scorer", "msg": "unknown scorer "
+       "'nope'; known: choice, gsm8k, math, math-verify, math_verify, mcq, numeric"}]),
     ("/slime/reward", b"", JSON, [{"loc": ["body"], "msg": "Field required", "type": "missing"}]),
     ("/verify", b'{"a": 1}', {"Content-Type": "text/plain"},
      [{"loc": ["body"], "msg": "Input should be a valid dictionary or object to extract fields "

@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 
-from reward_service.pool import Task, WorkerPool
+from reward_service.sandboxed.worker import PROBE_PREFIX
+from reward_service.server.pool import Task, WorkerPool
 from reward_service.settings import Settings
-from reward_service.worker import PROBE_PREFIX
 from tests.helpers import ROOT, alive, wait_until
 
 ROOT_TEST = os.geteuid() == 0
@@ -106,7 +106,7 @@ class PoolThread:
 
 _CONTROL = """
 import ctypes, json, os, sys
-from reward_service.probes import outcome
+from reward_service.sandboxed.probes import outcome
 name, arg, uid, gid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 if uid >= 0 and os.geteuid() == 0:
     os.setgroups([]); os.setgid(gid); os.setuid(uid)
@@ -313,8 +313,8 @@ def test_report_lists_every_layer(sandboxed: PoolThread) -> None:
 
 
 def test_probes_are_not_loaded_outside_probe_mode() -> None:
-    code = ("import sys, reward_service.zygote, reward_service.worker, reward_service.pool; "
-            "sys.exit('reward_service.probes' in sys.modules)")
+    code = ("import sys, reward_service.sandboxed.zygote, reward_service.sandboxed.worker, reward_service.server.pool; "
+            "sys.exit('reward_service.sandboxed.probes' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=120).returncode == 0
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as hst
 from reward_service.scorers import SCORERS, UnknownScorerError, resolve_scorer
 from reward_service.scorers.impl import build_scorers
 from reward_service.scorers.math_verify_scorer import boxed_gold
-from reward_service.scorers.numbers import last_boxed, to_fraction
+from reward_service.scorers.rules.numbers import last_boxed, to_fraction
 
 S = build_scorers()
 

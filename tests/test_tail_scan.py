@@ -1,4 +1,4 @@
-"""``reward_service/scorers/tail_scan.py`` tries the library's matches in the library's order
+"""``reward_service/scorers/patches/tail_scan.py`` tries the library's matches in the library's order
 while scanning long responses from the end: the derivation of each pattern's scan, then the
 whole ordered list of matches, group by group, against the library's own on every text we
 have, with windows small enough that short texts exercise them; hand-made texts where a
@@ -21,8 +21,7 @@ import pytest
 from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
 from bench import long_set
-from reward_service.scorers import fast_regex, regex_tree, tail_scan
-from reward_service.scorers.patches import install_patches
+from reward_service.scorers.patches import fast_regex, install_patches, regex_tree, tail_scan
 from tests.helpers import read_jsonl
 from tests.test_fast_regex import _texts
 

@@ -1,4 +1,4 @@
-"""The zygote's parser warm-up reaches every worker it forks (``scorers/warmup.py``).
+"""The zygote's parser warm-up reaches every worker it forks (``scorers/patches/warmup.py``).
 
 Real pools, real forked workers: each worker reports, through the ``parser_dfa_states``
 probe, its pid and how many LaTeX-parser DFA states it holds. With the warm-up (the default)
@@ -16,9 +16,9 @@ import signal
 
 import pytest
 
-from reward_service.pool import Task, WorkerPool
+from reward_service.sandboxed.worker import PROBE_PREFIX
+from reward_service.server.pool import Task, WorkerPool
 from reward_service.settings import Settings
-from reward_service.worker import PROBE_PREFIX
 
 _PROBE = Task(PROBE_PREFIX + "parser_dfa_states", "{}", "", 30.0)
 

@@ -36,7 +36,7 @@ from ray import serve
 from ray.serve import Application
 from ray.serve.config import AutoscalingContext
 
-from reward_service.app import create_app
+from reward_service.server.app import create_app
 from reward_service.settings import Settings
 
 __all__ = ["QueueDepthPolicy", "RewardService", "build_app"]

@@ -14,7 +14,7 @@ from reward_service.scorers.registry import (
     UnknownScorerError,
     resolve_scorer,
 )
-from reward_service.scorers.rules import (
+from reward_service.scorers.rule_labels import (
     RULE_KEYS,
     RULES,
     rule_counts,

@@ -69,17 +69,24 @@ from reward_service.scorers.math_verify_scorer import (
     boxed_gold,
     resource_error_reason,
 )
-from reward_service.scorers.rules import rule_reason
-from reward_service.scorers.strict_commit import MATH_VALUE, hedged
-from reward_service.scorers.strict_forms import (
+from reward_service.scorers.rule_labels import rule_reason
+from reward_service.scorers.rules.strict_commit import MATH_VALUE, hedged
+from reward_service.scorers.rules.strict_forms import (
     dropped_element,
     read_scientific,
     scientific_reason,
     units_differ,
 )
-from reward_service.scorers.strict_read import boxed_answers
-from reward_service.scorers.strict_read import extract as _extract  # tests import _extract here
-from reward_service.scorers.strict_values import exact_veto, percent, relation_as_set, same_text
+from reward_service.scorers.rules.strict_read import boxed_answers
+from reward_service.scorers.rules.strict_read import (
+    extract as _extract,  # tests import _extract here
+)
+from reward_service.scorers.rules.strict_values import (
+    exact_veto,
+    percent,
+    relation_as_set,
+    same_text,
+)
 
 __all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "read_scientific", "strict_gold"]
 

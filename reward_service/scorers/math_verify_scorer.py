@@ -40,8 +40,8 @@ from math_verify import parse, verify
 from sympy import Basic, Float, Number, Rational
 
 from reward_service.lru import LRU
-from reward_service.scorers import parse_cache
 from reward_service.scorers.base import Verdict, clip
+from reward_service.scorers.patches import MAX_KEY_CHARS
 
 __all__ = ["MathVerifyScorer", "boxed_gold", "resource_error_reason", "verify_default"]
 
@@ -132,7 +132,7 @@ def _answer_key(parsed: list[Any]) -> tuple[Any, ...] | None:
                 key.append(_structure(x, budget))
             else:
                 return None
-        if size > parse_cache.MAX_KEY_CHARS:
+        if size > MAX_KEY_CHARS:
             return None
         out = tuple(key)
         hash(out)
@@ -248,7 +248,7 @@ class MathVerifyScorer:
         fast = integer_verdict(gold, pred)
         if fast is not None:
             return fast
-        answer = _answer_key(pred) if len(gold_text) <= parse_cache.MAX_KEY_CHARS else None
+        answer = _answer_key(pred) if len(gold_text) <= MAX_KEY_CHARS else None
         if answer is None:
             return bool(verify(gold, pred, timeout_seconds=None))
         key = (gold_text, answer)

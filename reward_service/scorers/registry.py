@@ -91,6 +91,8 @@ _PREFIX_SOURCES: tuple[tuple[str, str], ...] = (
 class UnknownScorerError(InvalidRequestError, ValueError):
     """A request named a scorer that does not exist."""
 
+    kind = "unknown_scorer"
+
 
 def resolve_scorer(scorer: str | None, data_source: str | None) -> str:
     """The scorer an item uses: explicit ``scorer`` first, then routing by ``data_source``."""

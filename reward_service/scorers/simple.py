@@ -7,9 +7,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from reward_service.scorers import hedge
 from reward_service.scorers.base import Verdict, clip
-from reward_service.scorers.numbers import (
+from reward_service.scorers.rules import hedge
+from reward_service.scorers.rules.numbers import (
     after_hashes,
     hashes,
     last_boxed,

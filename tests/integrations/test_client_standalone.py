@@ -8,8 +8,8 @@ import random
 import subprocess
 import sys
 
-from reward_service import compat
-from reward_service.scorers import rules
+from reward_service.scorers import rule_labels as rules
+from reward_service.server import compat
 from tests.helpers import ROOT
 from trainer_client.integrations import _rules, _tokens
 
@@ -45,7 +45,7 @@ def test_client_and_adapters_import_without_the_service_or_torch() -> None:
 
 def test_the_blocker_blocks() -> None:
     """The control: a module that imports the service fails under the same finder."""
-    program = PROGRAM.split("import trainer_client\n")[0] + "import reward_service.compat\n"
+    program = PROGRAM.split("import trainer_client\n")[0] + "import reward_service.server.compat\n"
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode != 0 and "blocked: reward_service" in proc.stderr

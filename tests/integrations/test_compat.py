@@ -1,10 +1,10 @@
-"""reward_service.compat: OpenRLHF/slime requests → items (pure, no server)."""
+"""reward_service.server.compat: OpenRLHF/slime requests → items (pure, no server)."""
 
 from __future__ import annotations
 
 import pytest
 
-from reward_service.compat import (
+from reward_service.server.compat import (
     END_TOKENS,
     LEADING_TOKENS,
     CompatError,

@@ -104,7 +104,8 @@ def test_openrlhf_without_label_key_is_refused_visibly(svc, client: httpx.Client
             "labels": [""]}
     r = openrlhf_post(client, data)
     assert r.status_code == 422
-    assert "--label_key" in r.json()["detail"]
+    [error] = r.json()["detail"]  # every 422 answers a list of {loc, msg, type}
+    assert "--label_key" in error["msg"] and error["type"] == "labels_empty"
     assert wait_until(lambda: "framework request refused" in svc.log()
                       and "labels_empty" in svc.log(),
                       timeout_s=30)

@@ -271,7 +271,7 @@ def test_sigterm_under_load_drains_in_flight_requests_and_stops_clean(record: di
 def test_workers_that_die_while_starting_are_retried(record: dict) -> None:
     import asyncio
 
-    from reward_service.pool import Task, WorkerPool
+    from reward_service.server.pool import Task, WorkerPool
     from reward_service.settings import Settings
 
     async def main() -> tuple[dict[str, int], list[str], list[int]]:

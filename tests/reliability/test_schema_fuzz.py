@@ -44,7 +44,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from reward_service.app import create_app
+from reward_service.server.app import create_app
 from reward_service.settings import Settings
 from tests.helpers import Service, alive
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("reward_service.app",
+pytest.importorskip("reward_service.server.app",
                     reason="the reward service (extra 'service') is not installed")
 
 from tests.helpers import Service

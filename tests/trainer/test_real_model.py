@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("reward_service.app",
+pytest.importorskip("reward_service.server.app",
                     reason="the reward service (extra 'service') is not installed")
 pytest.importorskip("gguf", reason="the trainer extra (gguf, accelerate) is not installed")
 

@@ -253,6 +253,39 @@ def test_wait_ready(server):
         assert time.monotonic() - t0 < 3
 
 
+def test_a_url_is_enough(server):
+    """``RewardClient("http://...")``, the first line a user types (as with httpx or the OpenAI
+    client), was an AttributeError; a URL, a list of URLs, or settings, with keyword
+    overrides, for both clients."""
+    with RewardClient(url_of(server), api_token="t0k") as c:
+        assert c.settings.urls == (url_of(server),)
+        assert [r.status for r in c.score(items(2))] == ["incorrect", "correct"]
+    assert server.log[-1][3]["Authorization"] == "Bearer t0k"
+    with RewardClient([dead_url(), url_of(server)], retry=FAST) as c:
+        assert c.wait_ready(timeout_s=5) == url_of(server)
+    with RewardClient(settings(url_of(server)), chunk_size=7) as c:
+        assert c.settings.chunk_size == 7 and c.settings.retry is FAST
+
+    async def main() -> list[str]:
+        async with AsyncRewardClient(url_of(server)) as c:
+            return [r.status for r in await c.score(items(2))]
+
+    assert asyncio.run(main()) == ["incorrect", "correct"]
+    assert RewardClientSettings(urls=url_of(server)).urls == (url_of(server),)
+
+
+@pytest.mark.parametrize("bad", [8000, None, {"urls": ["http://x"]}, b"http://x", [], [8000]])
+def test_anything_else_is_a_clear_type_error(bad):
+    for client in (RewardClient, AsyncRewardClient):
+        with pytest.raises(TypeError, match="URL"):
+            client(bad)
+
+
+def test_a_url_without_scheme_is_refused():
+    with pytest.raises(ValueError, match="not an http"):
+        RewardClient("127.0.0.1:8000")
+
+
 def test_async_client(server):
     server.script = [lambda h, b: (503, {}, {"Retry-After": "0"})]
 

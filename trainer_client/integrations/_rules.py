@@ -1,6 +1,6 @@
 """Scoring-rule labels read back from a result's ``reason``, for the adapters' per-item logs.
 
-The client's own copy of ``reward_service.scorers.rules.RULES`` / ``rule_flags``, so that the
+The client's own copy of ``reward_service.scorers.rule_labels.RULES`` / ``rule_flags``, so that the
 client and its adapters never import the service package (they install with httpx alone).
 ``tests/integrations/test_client_standalone.py`` checks that the two copies agree.
 """

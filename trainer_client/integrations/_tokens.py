@@ -1,6 +1,6 @@
 """End-of-turn tokens and their removal, for adapters that get a decoded response (slime).
 
-The client's own copy of ``reward_service.compat.END_TOKENS`` / ``strip_trailing_tokens``, so
+The client's own copy of ``reward_service.server.compat.END_TOKENS`` / ``strip_trailing_tokens``, so
 that the client and its adapters never import the service package (they install with httpx
 alone). ``tests/integrations/test_client_standalone.py`` checks that the two copies agree.
 """

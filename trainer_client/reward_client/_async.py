@@ -23,11 +23,12 @@ class AsyncRewardClient(ClientBase):
     """asyncio client with the same behaviour as :class:`RewardClient`, plus coalescing:
     concurrent :meth:`score` calls share requests (see ``coalesce_window_s``)."""
 
-    def __init__(self, settings: RewardClientSettings, *, seed: int | None = None) -> None:
-        super().__init__(settings, seed=seed)
-        self._http = httpx.AsyncClient(timeout=settings.timeout.to_httpx(),
+    def __init__(self, settings: RewardClientSettings | str | Sequence[str], *,
+                 seed: int | None = None, **overrides: Any) -> None:
+        super().__init__(settings, seed=seed, **overrides)
+        self._http = httpx.AsyncClient(timeout=self.settings.timeout.to_httpx(),
                                        headers=self._headers, limits=self._limits)
-        self._coalescer = Coalescer(self._score_pieces, settings)
+        self._coalescer = Coalescer(self._score_pieces, self.settings)
 
     async def __aenter__(self) -> Self:
         return self

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
+from typing import Any
 
 import httpx
 
 from trainer_client.reward_client._chunks import Chunk, pack
 from trainer_client.reward_client._models import ScoreResult
 from trainer_client.reward_client._retry import Attempts, Step, score_plan
-from trainer_client.reward_client._settings import RewardClientSettings
+from trainer_client.reward_client._settings import RewardClientSettings, client_settings
 
 #: Headers of a ``POST /v1/score``.
 JSON_HEADERS = {"content-type": "application/json"}
 
 
 class ClientBase:
-    def __init__(self, settings: RewardClientSettings, *, seed: int | None = None) -> None:
-        self.settings = settings
+    def __init__(self, settings: RewardClientSettings | str | Sequence[str], *,
+                 seed: int | None = None, **overrides: Any) -> None:
+        settings = self.settings = client_settings(settings, overrides)
         self._preferred = 0  # index of the URL that last answered
         self._rng = random.Random(seed)
         self._headers = {"Authorization": f"Bearer {settings.api_token}"} if settings.api_token \

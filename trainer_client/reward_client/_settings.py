@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import httpx
 
@@ -50,11 +52,36 @@ class RewardClientSettings:
     coalesce_window_s: float = 0.005  # async: gather concurrent calls this long; 0 disables
 
     def __post_init__(self) -> None:
+        if isinstance(self.urls, str):  # urls="http://..." is one URL, not 20 one-letter ones
+            object.__setattr__(self, "urls", (self.urls,))
+        elif isinstance(self.urls, Sequence):
+            object.__setattr__(self, "urls", tuple(self.urls))
+        else:
+            raise TypeError(f"urls must be a URL or a sequence of URLs, not {type(self.urls).__name__}")
         if not self.urls:
             raise ValueError("at least one URL is needed")
+        for url in self.urls:
+            if not isinstance(url, str):
+                raise TypeError(f"a URL must be a str, not {type(url).__name__}: {url!r}")
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"not an http(s) URL: {url!r}")
         if self.chunk_size < 1 or self.max_concurrency < 1:
             raise ValueError("chunk_size and max_concurrency must be >= 1")
         if self.max_request_bytes < 1024:
             raise ValueError("max_request_bytes must be >= 1024")
         if self.coalesce_window_s < 0:
             raise ValueError("coalesce_window_s must be >= 0")
+
+
+def client_settings(target: RewardClientSettings | str | Sequence[str],
+                    overrides: dict[str, Any]) -> RewardClientSettings:
+    """What a client was given: its settings, or a URL (or URLs) to build them from, with
+    ``overrides`` (``api_token=...``, ``chunk_size=...``) applied; a clear ``TypeError`` for
+    anything else (``RewardClient(8000)``, ``RewardClient({"urls": ...})``)."""
+    if isinstance(target, RewardClientSettings):
+        return replace(target, **overrides) if overrides else target
+    if isinstance(target, str) or (isinstance(target, Sequence) and not isinstance(target, bytes)
+                                   and target and all(isinstance(u, str) for u in target)):
+        return RewardClientSettings(urls=target, **overrides)  # type: ignore[arg-type]
+    raise TypeError("a reward client takes a URL such as 'http://127.0.0.1:8000', a list of "
+                    f"URLs, or RewardClientSettings; got {type(target).__name__}: {target!r:.80}")

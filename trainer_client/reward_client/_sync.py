@@ -29,13 +29,14 @@ class RewardClient(ClientBase):
         seed: seed of the backoff jitter (tests).
     """
 
-    def __init__(self, settings: RewardClientSettings, *,
-                 stop_event: threading.Event | None = None, seed: int | None = None) -> None:
-        super().__init__(settings, seed=seed)
+    def __init__(self, settings: RewardClientSettings | str | Sequence[str], *,
+                 stop_event: threading.Event | None = None, seed: int | None = None,
+                 **overrides: Any) -> None:
+        super().__init__(settings, seed=seed, **overrides)
         self._stop = stop_event or threading.Event()
-        self._http = httpx.Client(timeout=settings.timeout.to_httpx(), headers=self._headers,
-                                  limits=self._limits)
-        self._pool = ThreadPoolExecutor(max_workers=settings.max_concurrency,
+        self._http = httpx.Client(timeout=self.settings.timeout.to_httpx(),
+                                  headers=self._headers, limits=self._limits)
+        self._pool = ThreadPoolExecutor(max_workers=self.settings.max_concurrency,
                                         thread_name_prefix="reward-client")
 
     def __enter__(self) -> Self:
