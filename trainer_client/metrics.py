@@ -84,7 +84,7 @@ def final_answers(text: str) -> set[str]:
 
 def completion_metrics(completions: Sequence[Any], rollout_seconds: float) -> dict[str, float]:
     """Lengths, truncation, multi-answer responses and generation speed of a step's
-    completions (:class:`~trainer_client.rollout.Completion`)."""
+    completions (:class:`~trainer_client.model.rollout.Completion`)."""
     lengths = [len(c.completion_ids) for c in completions]
     n = max(1, len(completions))
     return {

@@ -47,7 +47,7 @@ class OptimSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class GRPOSettings:
-    """The GRPO objective (see :mod:`trainer_client.grpo`)."""
+    """The GRPO objective (see :mod:`trainer_client.model.grpo`)."""
 
     kl_coef: float = 0.0  # weight of k3 KL to the reference; 0: no reference model
     clip_eps_low: float = 0.2  # ratio clipped to [1 - low, 1 + high]

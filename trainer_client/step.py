@@ -30,14 +30,14 @@ from typing import Any
 
 import torch
 
-from trainer_client.batch import make_train_batch
 from trainer_client.config import TrainConfig
 from trainer_client.data import Problem, render_prompt
 from trainer_client.errors import RewardProtocolError, RewardServiceUnavailable
-from trainer_client.grpo import apply_truncation, group_advantages, rewards_to_tensor
 from trainer_client.metrics import completion_metrics, reward_metrics, write_text_atomic
+from trainer_client.model.batch import make_train_batch
+from trainer_client.model.grpo import apply_truncation, group_advantages, rewards_to_tensor
+from trainer_client.model.rollout import Completion
 from trainer_client.reward_client import RewardClient, ScoreItem, ScoreResult
-from trainer_client.rollout import Completion
 from trainer_client.settings import SamplingSettings
 from trainer_client.workers import Workers
 

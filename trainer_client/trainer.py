@@ -41,12 +41,12 @@ from typing import Any
 from transformers import AutoTokenizer
 
 import trainer_client.step as phase
-from trainer_client.checkpoint import latest_checkpoint, list_checkpoints, read_trainer_state
 from trainer_client.config import TrainConfig
 from trainer_client.data import Problem, load_problems, sample_batch
 from trainer_client.manifest import fetch_service_info, write_manifest
 from trainer_client.metrics import MetricsWriter, completion_metrics, plot_reward_curve
-from trainer_client.pretrained import prepare_base_model
+from trainer_client.model.checkpoint import latest_checkpoint, list_checkpoints, read_trainer_state
+from trainer_client.model.pretrained import prepare_base_model
 from trainer_client.reward_client import RetryPolicy, RewardClient, RewardClientSettings, Timeout
 from trainer_client.settings import PolicySettings, SamplingSettings
 from trainer_client.step import StepContext, score_with_wait

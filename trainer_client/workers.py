@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import torch
 
-from trainer_client.policy import PolicySettings, PolicyWorker
-from trainer_client.rollout import Completion, EngineSettings, SamplingSettings, make_engine
+from trainer_client.model.policy import PolicySettings, PolicyWorker
+from trainer_client.model.rollout import Completion, EngineSettings, SamplingSettings, make_engine
 
 __all__ = [
     "Call",

@@ -16,11 +16,11 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from trainer_client.batch import make_train_batch
-from trainer_client.grpo import aggregate, aggregation_weight
-from trainer_client.rollout import Completion
+from trainer_client.model.batch import make_train_batch
+from trainer_client.model.grpo import aggregate, aggregation_weight
+from trainer_client.model.rollout import Completion
+from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
-from trainer_client.tiny_model import TinyModelSettings, build_tiny_model
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,7 +53,7 @@ def _settings(model: str, mode: str, micro: int) -> PolicySettings:
 
 
 def _grads(rank: int, world: int, ports: list[int], model: str, out: str) -> None:
-    from trainer_client.policy import PolicyWorker
+    from trainer_client.model.policy import PolicyWorker
 
     ports = list(ports)  # a fresh process group (and port) per worker
     for mode in MODES:

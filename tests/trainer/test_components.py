@@ -11,37 +11,35 @@ import torch
 
 import trainer_client
 from trainer_client import (
-    batch,
-    checkpoint,
     config,
     data,
     errors,
     evaluate,
-    grpo,
     metrics,
-    policy,
-    pretrained,
     report,
     reward_client,
-    rollout,
     settings,
-    tiny_model,
     trainer,
     workers,
 )
-from trainer_client.batch import make_train_batch
-from trainer_client.checkpoint import (
+from trainer_client.config import load_config
+from trainer_client.metrics import MetricsWriter, plot_reward_curve, read_metrics, reward_metrics
+from trainer_client.model import batch, checkpoint, grpo, policy, pretrained, rollout, tiny_model
+from trainer_client.model.batch import make_train_batch
+from trainer_client.model.checkpoint import (
     finalize_checkpoint,
     latest_checkpoint,
     list_checkpoints,
     prune_checkpoints,
     tmp_checkpoint_path,
 )
-from trainer_client.config import load_config
-from trainer_client.metrics import MetricsWriter, plot_reward_curve, read_metrics, reward_metrics
+from trainer_client.model.rollout import Completion, EngineSettings, HFEngine, SamplingSettings
+from trainer_client.model.tiny_model import (
+    TinyModelSettings,
+    build_char_tokenizer,
+    build_tiny_model,
+)
 from trainer_client.reward_client import ScoreResult
-from trainer_client.rollout import Completion, EngineSettings, HFEngine, SamplingSettings
-from trainer_client.tiny_model import TinyModelSettings, build_char_tokenizer, build_tiny_model
 from trainer_client.trainer import allowed_token_ids
 
 ROOT = Path(__file__).resolve().parents[2]

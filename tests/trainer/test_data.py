@@ -14,7 +14,7 @@ from trainer_client.data import (
     sample_batch,
     toy_addition,
 )
-from trainer_client.tiny_model import build_char_tokenizer
+from trainer_client.model.tiny_model import build_char_tokenizer
 
 
 def test_gold_extraction():

@@ -19,8 +19,8 @@ pytest.importorskip("reward_service.server.app",
                     reason="the reward service (extra 'service') is not installed")
 
 from tests.helpers import Service
-from trainer_client.checkpoint import list_checkpoints
 from trainer_client.metrics import read_metrics
+from trainer_client.model.checkpoint import list_checkpoints
 from trainer_client.reward_client import RewardClient, RewardClientSettings, ScoreItem
 
 ROOT = Path(__file__).resolve().parents[2]

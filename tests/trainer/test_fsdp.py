@@ -15,10 +15,10 @@ import torch
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from trainer_client.batch import make_train_batch
-from trainer_client.policy import GRPOSettings, OptimSettings, PolicySettings, PolicyWorker
-from trainer_client.rollout import Completion
-from trainer_client.tiny_model import TinyModelSettings, build_tiny_model
+from trainer_client.model.batch import make_train_batch
+from trainer_client.model.policy import GRPOSettings, OptimSettings, PolicySettings, PolicyWorker
+from trainer_client.model.rollout import Completion
+from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 
 pytestmark = pytest.mark.timeout(240)
 

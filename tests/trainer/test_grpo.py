@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from trainer_client.grpo import (
+from trainer_client.model.grpo import (
     aggregate,
     entropy_from_logits,
     group_advantages,
@@ -128,7 +128,7 @@ def test_entropy_uniform():
 
 
 def test_tis_weights_truncate_and_ignore_missing_rollout_logprobs():
-    from trainer_client.grpo import tis_weights
+    from trainer_client.model.grpo import tis_weights
 
     old = torch.log(torch.tensor([[0.5, 0.5, 0.9, 0.2]]))
     roll = torch.log(torch.tensor([[0.5, 0.1, 0.3, 0.4]]))
@@ -143,7 +143,7 @@ def test_tis_weights_truncate_and_ignore_missing_rollout_logprobs():
 def test_tis_corrects_the_bias_of_samples_from_a_mismatched_engine():
     """Tokens sampled from the engine's q, a reward f: the plain mean estimates E_q[f], not
     the policy's E_p[f] (control: off by > 0.1); weighted by min(p/q, C) it is within 0.01."""
-    from trainer_client.grpo import tis_weights
+    from trainer_client.model.grpo import tis_weights
 
     p = torch.tensor([0.4, 0.3, 0.2, 0.1])  # the policy (trainer)
     q = torch.tensor([0.1, 0.2, 0.3, 0.4])  # the rollout engine
@@ -159,7 +159,7 @@ def test_tis_corrects_the_bias_of_samples_from_a_mismatched_engine():
 
 
 def test_mismatch_metrics_from_sums():
-    from trainer_client.grpo import mismatch_metrics, rollout_mismatch_sums
+    from trainer_client.model.grpo import mismatch_metrics, rollout_mismatch_sums
 
     pol = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
     roll = torch.log(torch.tensor([[0.4, 0.2, 0.9], [0.3, 0.6, 0.3]]))

@@ -15,12 +15,12 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from trainer_client.data import DataSettings, load_problems
-from trainer_client.grpo import apply_truncation, group_advantages
 from trainer_client.metrics import completion_metrics, final_answers, reward_metrics
+from trainer_client.model.grpo import apply_truncation, group_advantages
+from trainer_client.model.rollout import Completion, HFEngine, explicit_generation_config
+from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.reward_client import ScoreResult
-from trainer_client.rollout import Completion, HFEngine, explicit_generation_config
 from trainer_client.settings import EngineSettings, PolicySettings, SamplingSettings
-from trainer_client.tiny_model import TinyModelSettings, build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLING_GENERATION_CONFIG = {  # what an instruct model may ship: sample, hot, top-k 3
@@ -88,8 +88,8 @@ def test_greedy_eval_is_deterministic_argmax_despite_generation_config(sampling_
 
 
 def test_policy_scores_without_dropout(tmp_path):
-    from trainer_client.batch import make_train_batch
-    from trainer_client.policy import PolicyWorker
+    from trainer_client.model.batch import make_train_batch
+    from trainer_client.model.policy import PolicyWorker
     from trainer_client.workers import free_port
 
     path = build_tiny_model(TinyModelSettings(), tmp_path / "m")

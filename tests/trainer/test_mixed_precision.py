@@ -15,13 +15,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-import trainer_client.logprobs as logprobs_mod
-from trainer_client.batch import TrainBatch, make_train_batch
-from trainer_client.logprobs import token_logprobs
-from trainer_client.policy import PolicyWorker
-from trainer_client.rollout import Completion
+import trainer_client.model.logprobs as logprobs_mod
+from trainer_client.model.batch import TrainBatch, make_train_batch
+from trainer_client.model.logprobs import token_logprobs
+from trainer_client.model.policy import PolicyWorker
+from trainer_client.model.rollout import Completion
+from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
-from trainer_client.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.workers import free_port
 
 pytestmark = pytest.mark.timeout(300)

@@ -22,7 +22,7 @@ pytest.importorskip("reward_service.server.app",
 pytest.importorskip("gguf", reason="the trainer extra (gguf, accelerate) is not installed")
 
 from trainer_client.config import load_config
-from trainer_client.pretrained import CONVERTED_MARKER, package_dir, prepare_base_model
+from trainer_client.model.pretrained import CONVERTED_MARKER, package_dir, prepare_base_model
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "configs" / "smollm2-addition-cpu.yaml"

@@ -15,16 +15,16 @@ import pytest
 import torch
 import vllm  # noqa: F401  (a missing vllm is a failure here, not a skip)
 
-from trainer_client.batch import make_train_batch
-from trainer_client.policy import PolicyWorker
-from trainer_client.rollout import (
+from trainer_client.model.batch import make_train_batch
+from trainer_client.model.policy import PolicyWorker
+from trainer_client.model.rollout import (
     EngineSettings,
     HFEngine,
     SamplingSettings,
     VLLMEngine,
 )
+from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.settings import GRPOSettings, PolicySettings
-from trainer_client.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.trainer import allowed_token_ids
 from trainer_client.workers import free_port
 

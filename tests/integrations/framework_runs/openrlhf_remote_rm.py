@@ -117,7 +117,7 @@ def main() -> None:
     root = bare_packages()
     version = next(root.parent.glob("openrlhf-*.dist-info")).name.removesuffix(".dist-info")
     version = version.split("-")[1]
-    from trainer_client.tiny_model import build_char_tokenizer
+    from trainer_client.model.tiny_model import build_char_tokenizer
 
     tokenizer = build_char_tokenizer()
     if (root / "utils" / "remote_rm_utils.py").exists():  # 0.9.0 and older: whole batches

@@ -127,7 +127,7 @@ def score_requests(url: str) -> int:
 
 def main() -> None:
     url, n = sys.argv[1], int(sys.argv[2])
-    from trainer_client.tiny_model import build_char_tokenizer
+    from trainer_client.model.tiny_model import build_char_tokenizer
 
     tokenizer_dir = tempfile.mkdtemp(prefix="verl-tok-")
     tokenizer = build_char_tokenizer()

@@ -44,9 +44,13 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from trainer_client.batch import TrainBatch
-from trainer_client.checkpoint import finalize_checkpoint, prune_checkpoints, tmp_checkpoint_path
-from trainer_client.grpo import (
+from trainer_client.model.batch import TrainBatch
+from trainer_client.model.checkpoint import (
+    finalize_checkpoint,
+    prune_checkpoints,
+    tmp_checkpoint_path,
+)
+from trainer_client.model.grpo import (
     MISMATCH_SUMS,
     aggregate,
     aggregation_weight,
@@ -55,7 +59,7 @@ from trainer_client.grpo import (
     rollout_mismatch_sums,
     tis_weights,
 )
-from trainer_client.logprobs import first_completion_position, token_logprobs
+from trainer_client.model.logprobs import first_completion_position, token_logprobs
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 
 __all__ = ["GRPOSettings", "OptimSettings", "PolicySettings", "PolicyWorker", "token_logprobs"]
@@ -297,7 +301,7 @@ class PolicyWorker:
                             ) -> tuple[torch.Tensor | None, dict[str, float]]:
         """Collective. The train/inference mismatch of this batch (the policy's probability
         of each sampled completion token before the update against the rollout engine's,
-        :func:`~trainer_client.grpo.mismatch_metrics`, over all ranks) and, with
+        :func:`~trainer_client.model.grpo.mismatch_metrics`, over all ranks) and, with
         ``grpo.tis_cap``, the truncated importance weights ``[B_local, L-1]``."""
         if local.rollout_logprobs is None:
             return None, {}
@@ -349,7 +353,7 @@ class PolicyWorker:
 
     def save_checkpoint(self, root: str, step: int, trainer_state: dict[str, Any],
                         keep_last: int) -> str | None:
-        """Collective: write ``root/step_NNNNNN`` (see :mod:`trainer_client.checkpoint`),
+        """Collective: write ``root/step_NNNNNN`` (see :mod:`trainer_client.model.checkpoint`),
         then keep the newest ``keep_last``. Returns the path on rank 0."""
         sd = self.full_state_dict()
         osd = get_optimizer_state_dict(self.model, self.optimizer, options=StateDictOptions(

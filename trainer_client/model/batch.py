@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trainer_client.rollout import Completion
+from trainer_client.model.rollout import Completion
 
 __all__ = ["TrainBatch", "make_train_batch"]
 

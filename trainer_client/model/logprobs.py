@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.utils.checkpoint
 
-from trainer_client.grpo import token_entropy
+from trainer_client.model.grpo import token_entropy
 
 __all__ = ["LOGPROB_CHUNK", "first_completion_position", "token_logprobs"]
 

@@ -83,7 +83,7 @@ def prepare_base_model(path: str | None, *, package: str | None, gguf_file: str 
     ``out_dir`` when needed, once (a complete earlier result is reused)."""
     out = Path(out_dir)
     if tiny is not None:
-        from trainer_client.tiny_model import build_tiny_model
+        from trainer_client.model.tiny_model import build_tiny_model
 
         if not (out / "config.json").exists():
             build_tiny_model(tiny, out)
