@@ -25,7 +25,9 @@ from reward_service.server.api.connections import (
     guarded_protocol,
     raise_nofile_limit,
 )
+from reward_service.server.api.http_limits import ConnectionLimits
 from reward_service.server.app import create_app
+from reward_service.server.exposure import exposure_warning
 from reward_service.settings import Settings
 
 __all__ = ["main"]
@@ -98,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     max_connections = settings.max_connections or connection_cap(
         nofile, settings.workers, settings.spares)
     app = create_app(settings)
+    requests_total = app.state.metrics.http_requests
+    limits = ConnectionLimits(
+        max_header_bytes=settings.max_header_bytes, max_headers=settings.max_headers,
+        max_pipelined=settings.max_pipelined, write_timeout_s=settings.write_timeout_s,
+        budget=app.state.budget,
+        count=lambda code: requests_total.labels(route="unmatched", code=str(code)).inc())
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -106,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         access_log=args.access_log,
         timeout_graceful_shutdown=math.ceil(settings.drain_s),  # 0: cancel at once
         limit_concurrency=None,
-        http=guarded_protocol(max_connections, settings.header_timeout_s),
+        http=guarded_protocol(max_connections, settings.header_timeout_s, limits),
     )
     server = _Server(config, on_exit_signal=app.state.pool.drain)
     # A 512-item request allocates ~10k short-lived objects; at the default threshold (700)
@@ -117,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "sandbox": settings.sandbox, "open_files": nofile,
                                 "sched": sched,
                                 "max_connections": max_connections})
+    if (warning := exposure_warning(settings)) is not None:
+        log.warning("exposed without a token", extra={"reason": warning})
     server.run()
     if not server.started:
         return 1

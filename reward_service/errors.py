@@ -43,6 +43,7 @@ __all__ = [
     "RequestTooLargeError",
     "RewardServiceError",
     "UnauthorizedError",
+    "UnsupportedEncodingError",
     "clip_echo",
     "clip_text",
 ]
@@ -159,6 +160,12 @@ class BodyTimeoutError(RequestError):
 
     def headers(self, *, retry_after_s: int) -> Mapping[str, str] | None:
         return {"Connection": "close"}
+
+
+class UnsupportedEncodingError(RequestError):
+    """A request body with a ``Content-Encoding`` (gzip, ...): bodies are never inflated."""
+
+    status_code = 415
 
 
 class UnauthorizedError(RequestError):

@@ -42,6 +42,13 @@ class Settings(BaseSettings):
         65536, ge=1, description="Items waiting for a worker before new requests get 503."
     )
     worker_start_timeout_s: float = Field(60.0, gt=0, description="Spawn + import + warm-up.")
+    zygote_ping_interval_s: float = Field(
+        1.0, gt=0, description="How often the supervisor pings the zygote once it is ready.")
+    zygote_ping_timeout_s: float = Field(
+        5.0, gt=0,
+        description="A ping unanswered this long: the zygote is hung (stopped, wedged) and is "
+        "replaced; the items its workers held are requeued, not failed.",
+    )
     worker_stop_timeout_s: float = Field(2.0, gt=0, description="Wait after EOF before SIGKILL.")
     recycle_after_items: int = Field(20000, ge=1, description="Restart a worker after K items.")
     sched_batch: bool = Field(
@@ -83,10 +90,34 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Request body size.")
     max_inflight_body_bytes: int = Field(
         256 * 1024 * 1024, ge=1024,
-        description="All request bodies being read or handled at once (more: 503 + Retry-After).",
+        description="All request bodies being read or handled at once, plus reply bytes that "
+        "slow readers have not taken (a body over it: 503 + Retry-After).",
     )
     body_timeout_s: float = Field(
         30.0, gt=0, description="Longest wait for the next part of a request body (then 408).")
+    body_total_timeout_s: float = Field(
+        120.0, gt=0,
+        description="Longest time a whole request body may take to arrive, from its headers "
+        "(then 408): a body trickled a byte at a time holds its bytes no longer than this.",
+    )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024,
+        description="Request line and headers of one request (more: 431 and the connection "
+        "is closed); enforced as bytes are read, before they are parsed.",
+    )
+    max_headers: int = Field(100, ge=8, description="Headers per request (more: 431, closed).")
+    max_pipelined: int = Field(
+        8, ge=0,
+        description="Requests a connection may queue behind the one in progress (HTTP "
+        "pipelining); the next one stops reading: the queued ones are answered, then the "
+        "connection is closed.",
+    )
+    write_timeout_s: float = Field(
+        30.0, gt=0,
+        description="A reply whose client takes none of its bytes for this long is dropped "
+        "and the connection aborted. Unsent reply bytes also count against "
+        "max_inflight_body_bytes: a reply that takes it over aborts its connection.",
+    )
     header_timeout_s: float = Field(
         15.0, gt=0,
         description="A connection must send a request's headers within this long of opening "

@@ -22,6 +22,7 @@ from reward_service import __version__
 from reward_service.server.api import nemo_gym, openrlhf, ops, score, slime
 from reward_service.server.api.errors import error_responder, install_error_handlers
 from reward_service.server.api.guards import BodyLimitMiddleware, bearer_check
+from reward_service.server.api.memory_budget import MemoryBudget
 from reward_service.server.metrics import Metrics
 from reward_service.server.pool import WorkerPool
 from reward_service.server.routing import ExpressLane
@@ -94,6 +95,8 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     app.state.pool = pool
     app.state.metrics = metrics
     app.state.service = service
+    budget = MemoryBudget(settings.max_inflight_body_bytes)  # bodies + unsent replies
+    app.state.budget = budget
     auth = [Depends(bearer_check(token))]
     routers = [score.router(service, auth), openrlhf.router(service, auth),
                slime.router(service, auth), nemo_gym.router(service, auth),  # NeMo-Gym /verify
@@ -104,9 +107,10 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
 
     def front(stack: ASGIApp) -> ASGIApp:  # body limits → express lane → Starlette's stack
         lane = ExpressLane(stack, routes=routes, responder=respond)
-        return BodyLimitMiddleware(lane, max_bytes=settings.max_body_bytes,
-                                   budget_bytes=settings.max_inflight_body_bytes,
-                                   body_timeout_s=settings.body_timeout_s, responder=respond)
+        return BodyLimitMiddleware(lane, max_bytes=settings.max_body_bytes, budget=budget,
+                                   body_timeout_s=settings.body_timeout_s,
+                                   body_total_timeout_s=settings.body_total_timeout_s,
+                                   responder=respond, token=token)
 
     app.front = front
     install_error_handlers(app, respond)

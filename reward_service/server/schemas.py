@@ -82,6 +82,10 @@ class InfoResponse(BaseModel):
     workers: dict[str, Any]
     sandbox: dict[str, Any]
     auth: bool
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the operator should know, e.g. listening beyond loopback without "
+        "a token.")
 
 
 class GetRewardRequest(BaseModel):

@@ -103,7 +103,9 @@ def test_an_empty_api_token_refuses_to_start() -> None:
         assert httpx.get(svc.url + "/v1/info").status_code == 401
         info = httpx.get(svc.url + "/v1/info", headers={"authorization": "Bearer s3cret"})
         assert info.json()["auth"] is True
-        assert httpx.get(svc.url + "/docs").status_code == 404
+        assert httpx.get(svc.url + "/docs").status_code == 401  # every path but the probes
+        assert httpx.get(svc.url + "/docs",
+                         headers={"authorization": "Bearer s3cret"}).status_code == 404
 
 
 def test_a_stalled_body_gets_408_instead_of_holding_the_connection() -> None:

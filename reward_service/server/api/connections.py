@@ -13,6 +13,8 @@ returns uvicorn's httptools protocol with two changes:
   ``header_timeout_s`` of being opened, or of its previous response; otherwise it is closed
   (idle connections and slowloris-style partial headers alike). The body has its own
   deadline (``api.guards.BodyLimitMiddleware``);
+* **bounds** (``api/http_limits.py``): pipelined requests queued, header bytes and count (431),
+  replies waiting on a slow reader (write timeout, memory budget);
 * **one write per response**: uvicorn writes a response's status line and headers, then its
   body, each with a ``send`` of its own; on this VM a loopback ``send`` costs ~0.1 ms of the
   server's CPU and the client wakes for each segment. :class:`CoalescingTransport` holds the
@@ -36,6 +38,7 @@ from collections.abc import Callable
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from reward_service.server.api.http_limits import ConnectionLimits, HttpLimits
 from reward_service.server.routing import ON_DISCONNECT
 
 __all__ = ["FD_RESERVE", "connection_cap", "guarded_protocol", "raise_nofile_limit"]
@@ -85,13 +88,14 @@ class CoalescingTransport:
     ``COALESCE_MAX_BYTES`` are held. Everything else is the real transport's. The protocol
     and its request cycles all write through it, so bytes keep their order."""
 
-    __slots__ = ("_held", "_loop", "_size", "_transport")
+    __slots__ = ("_held", "_loop", "_size", "_transport", "written")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
         self._held: list[bytes] | None = None
         self._size = 0
+        self.written = 0  # bytes handed to the real transport (sent or in its buffer)
 
     def write(self, data: bytes) -> None:
         if not data:
@@ -111,7 +115,9 @@ class CoalescingTransport:
         held = self._held
         if held is not None:
             self._held = None
-            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+            data = held[0] if len(held) == 1 else b"".join(held)
+            self.written += len(data)
+            self._transport.write(data)
 
     def close(self) -> None:
         self.flush()
@@ -171,16 +177,20 @@ class _DisconnectHookProtocol(_CoalescingProtocol):
         self._on_lost = None
 
 
-def guarded_protocol(max_connections: int, header_timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's httptools protocol with a connection cap and a request-header deadline."""
+def guarded_protocol(max_connections: int, header_timeout_s: float,
+                     limits: ConnectionLimits | None = None) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol with a connection cap, a request-header deadline and
+    the bounds of ``api/http_limits.py`` (pipelining, header bytes and count, slow readers)."""
 
+    bounds = limits if limits is not None else ConnectionLimits()
     # connections waiting for request headers, longest-waiting first (O(1) eviction)
     waiting: OrderedDict[GuardedHttpToolsProtocol, None] = OrderedDict()
 
-    class GuardedHttpToolsProtocol(_DisconnectHookProtocol):
+    class GuardedHttpToolsProtocol(HttpLimits, _DisconnectHookProtocol):
         _header_timer: asyncio.TimerHandle | None = None  # armed while waiting for headers
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            self.limits = bounds
             super().connection_made(transport)
             if len(self.connections) > max_connections and not self._evict_idle():
                 transport.write(_REFUSED)
@@ -215,6 +225,8 @@ def guarded_protocol(max_connections: int, header_timeout_s: float) -> type[asyn
         def _headers_late(self) -> None:
             self._header_timer = None
             waiting.pop(self, None)
+            # with a reply still in the buffer, close() waits for it to drain; a reader that
+            # takes nothing is aborted by the write timeout (api/http_limits.py)
             if not self.transport.is_closing():
                 self.transport.close()
 

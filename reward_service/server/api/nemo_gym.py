@@ -33,6 +33,7 @@ from fastapi.params import Depends
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from reward_service.errors import InvalidRequestError
 from reward_service.scorers.base import Status
 from reward_service.scorers.registry import resolve_scorer
 from reward_service.server.api.openrlhf import COMPAT_RESPONSES
@@ -101,6 +102,19 @@ def response_text(output: list[Any]) -> str:
     return "".join(parts)
 
 
+def _rfc8259(reply: dict[str, Any]) -> str:
+    """The reply as RFC 8259 JSON, ASCII-escaped (an echoed field may hold a lone surrogate:
+    valid JSON, not UTF-8). An echoed number that is not finite (``1e400`` reads as infinity)
+    has no JSON form: NeMo-Gym's strict parser refused the ``Infinity`` the standard library
+    wrote, and the rollout lost its reward. It is a 422 naming why, never invalid JSON."""
+    try:
+        return json.dumps(reply, ensure_ascii=True, allow_nan=False)
+    except ValueError:
+        raise InvalidRequestError.at(
+            ("body",), "a number in the request is out of range (not finite as a double, "
+            "e.g. 1e400); it cannot be echoed as JSON", "value_error") from None
+
+
 def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRouter:
     """``POST /verify`` and ``POST /seed_session``."""
     r = APIRouter()
@@ -118,8 +132,7 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
                  "library_reward": v.score, "judge_evaluations": None, "status": v.status,
                  "reason": v.reason}
         service.done("nemo_gym_verify", t0)
-        # ASCII-escaped: an echoed field may hold a lone surrogate (valid JSON, not UTF-8)
-        return Response(json.dumps(reply, ensure_ascii=True), media_type="application/json")
+        return Response(_rfc8259(reply), media_type="application/json")
 
     r.add_api_route(
         "/verify", verify, methods=["POST"], dependencies=list(dependencies),

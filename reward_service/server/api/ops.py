@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from reward_service import __version__
 from reward_service.scorers.registry import ALIASES, DEFAULT_SCORER, SCORERS
+from reward_service.server.exposure import exposure_warning
 from reward_service.server.schemas import InfoResponse
 from reward_service.server.service import ScoringService
 
@@ -81,6 +82,7 @@ def router(service: ScoringService, dependencies: Sequence[Depends], *, auth: bo
             workers={"configured": settings.workers, "spares": settings.spares, **asdict(st)},
             sandbox={"mode": settings.sandbox, "layers": pool.sandbox_report},
             auth=auth,
+            warnings=[w for w in (exposure_warning(settings),) if w is not None],
         )
 
     return r
