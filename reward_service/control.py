@@ -5,7 +5,9 @@ zygote), so the message names and fields exist in one place. The socket is SOCK_
 a packet is a whole message; file descriptors travel beside it by SCM_RIGHTS.
 
     server → zygote  Spawn(id)      + SCM_RIGHTS [task_read_fd, result_write_fd]
+                     Ping(n)        (liveness: answered at once with Pong(n))
     zygote → server  Ready(warmup_s, dfa_states)
+                     Pong(n)
                      Spawned(id, pid) | SpawnFailed(id, reason)
                      Exited(pid, returncode)      (negative returncode: killed by a signal)
 
@@ -27,6 +29,8 @@ __all__ = [
     "ControlError",
     "Exited",
     "Message",
+    "Ping",
+    "Pong",
     "Ready",
     "Spawn",
     "SpawnFailed",
@@ -84,12 +88,26 @@ class Exited:
     returncode: int
 
 
-Message = Spawn | Ready | Spawned | SpawnFailed | Exited
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """Are you there? The zygote answers ``Pong(n)`` from its loop, between forks."""
+
+    OP: ClassVar[str] = "ping"
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pong:
+    OP: ClassVar[str] = "pong"
+    n: int
+
+
+Message = Spawn | Ready | Spawned | SpawnFailed | Exited | Ping | Pong
 _BY_OP: dict[str, type[Message]] = {
-    cls.OP: cls for cls in (Spawn, Ready, Spawned, SpawnFailed, Exited)
+    cls.OP: cls for cls in (Spawn, Ready, Spawned, SpawnFailed, Exited, Ping, Pong)
 }
 _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "id": int, "pid": int, "returncode": int, "reason": str,
+    "id": int, "n": int, "pid": int, "returncode": int, "reason": str,
     "warmup_s": (int, float), "dfa_states": int,
 }
 

@@ -10,9 +10,9 @@ model, with the fork made from a process that never starts a thread.
 Control socket: SOCK_SEQPACKET, one typed record per packet, defined in ``control.py`` (the
 supervisor's side, ``pool/zygote_link.py``, uses the same module):
 
-    server → zygote  Spawn(id)  + SCM_RIGHTS [task_read_fd, result_write_fd]
+    server → zygote  Spawn(id)  + SCM_RIGHTS [task_read_fd, result_write_fd] | Ping(n)
     zygote → server  Ready(warmup_s, dfa_states) | Spawned(id, pid)
-                     | SpawnFailed(id, reason) | Exited(pid, rc)
+                     | SpawnFailed(id, reason) | Exited(pid, rc) | Pong(n)
 
 The zygote reaps its children and reports their exit. It dies with the server (PDEATHSIG);
 its workers die with it (PDEATHSIG). On EOF of the control socket it SIGKILLs every worker
@@ -95,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             msg = control.decode(data)
         except control.ControlError:
             msg = None
+        if isinstance(msg, control.Ping):  # liveness check of the supervisor
+            _send(sock, control.Pong(n=msg.n))
         if not isinstance(msg, control.Spawn) or len(fds) != 2:
             for fd in fds:
                 os.close(fd)

@@ -18,60 +18,32 @@ import asyncio
 import itertools
 import logging
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reward_service import protocol
 from reward_service.server.pool.channel import WorkerChannel, exit_text, rss_mb
-from reward_service.server.pool.records import Chunk, Pending
+from reward_service.server.pool.records import Pending
+from reward_service.server.pool.workers import Worker, WorkerState
 from reward_service.server.pool.zygote_link import ZygoteLink
 from reward_service.settings import Settings
 
 if TYPE_CHECKING:
     from reward_service.server.metrics import Metrics
 
-__all__ = ["Crew", "CrewEvents", "Worker", "WorkerState"]
+__all__ = ["Crew", "CrewEvents", "Worker", "WorkerState"]  # Worker: from pool/workers.py
 
 log = logging.getLogger(__name__)
 
-WorkerState = Literal["starting", "spare", "active", "retiring", "stopping", "dead"]
 _RSS_CHECK_S = 1.0  # how often a busy worker's RSS is read (for REWARD_RECYCLE_RSS_MB)
-
-
-@dataclass(slots=True, eq=False)
-class Worker:
-    """One worker process as the supervisor sees it."""
-
-    spawn_id: int
-    started_at: float
-    ch: WorkerChannel | None = None
-    state: WorkerState = "starting"
-    inflight: deque[Chunk] = field(default_factory=deque)
-    by_seq: dict[int, Pending] = field(default_factory=dict)
-    since: float = 0.0  # when its current item started
-    stop_deadline: float = 0.0
-    items_done: int = 0
-    rss_checked_at: float = 0.0
-    fatal: str | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.ch.pid if self.ch is not None else None
-
-    def current(self) -> Pending | None:
-        if not self.inflight:
-            return None
-        chunk = self.inflight[0]
-        return chunk.items[chunk.done]
 
 
 class CrewEvents(Protocol):
     """What the crew tells the scheduler; called from the event loop."""
 
     def on_result(self, w: Worker, msg: protocol.Result) -> None: ...
-    def on_worker_down(self, w: Worker) -> None:
-        """``w`` is dead: take back its items (all but the one it held)."""
+    def on_worker_down(self, w: Worker, *, innocent: bool = False) -> None:
+        """``w`` is dead: take back its items (all but the one it held, unless ``innocent``:
+        it died with its zygote, not of an item)."""
     def on_crash(self, culprit: Pending, reason: str, elapsed: float) -> None: ...
     def on_capacity(self) -> None: ...
 
@@ -179,9 +151,13 @@ class Crew:
         if self.stopped:
             return
         self.count_restart("zygote")
-        for w in self.workers:  # they are gone or going: PDEATHSIG
+        for w in list(self.workers):  # they are gone or going: PDEATHSIG
             if w.ch is not None:
                 w.ch.exited = w.ch.exited or w.ch.pid is None or w.ch.gone()
+            if w.state in ("spare", "active", "retiring"):
+                # killed with the zygote, not by an item: every item it held is requeued
+                self._bury(w, innocent=True)
+                self._reap_later(w, None)
         for w in self._spawning.values():  # never forked: not failures of their own
             self._bury(w)
             self.workers.remove(w)
@@ -327,12 +303,12 @@ class Crew:
         self._reap_later(w, None)
         self.ensure_capacity()
 
-    def _bury(self, w: Worker) -> None:
+    def _bury(self, w: Worker, *, innocent: bool = False) -> None:
         """Mark dead, stop watching its pipes, hand its items back to the scheduler."""
         w.state = "dead"
         if w.ch is not None:
             w.ch.close()
-        self._events.on_worker_down(w)
+        self._events.on_worker_down(w, innocent=innocent)
 
     def _reap_later(self, w: Worker, culprit: Pending | None, *, starting: bool = False) -> None:
         task = asyncio.create_task(self._reap(w, culprit, w.since, starting))
@@ -384,6 +360,9 @@ class Crew:
         if not z.connected:
             if now >= self._next_spawn_at:
                 self._start_zygote()
+        elif z.ready and z.ping_late(now):
+            self._zygote_failed(
+                f"zygote did not answer a ping within {self._s.zygote_ping_timeout_s:g}s")
         elif not z.ready and now - z.started_at > limit:
             self._zygote_failed(f"zygote not ready within {limit:g}s")
         elif any(now - w.started_at > limit for w in self._spawning.values()):

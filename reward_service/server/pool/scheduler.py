@@ -307,9 +307,10 @@ class WorkerPool:
             self._pump()
         self._notify()
 
-    def on_worker_down(self, w: Worker) -> None:
-        """Requeue a dead worker's unstarted items at the front of the queue."""
-        culprit = w.current()
+    def on_worker_down(self, w: Worker, *, innocent: bool = False) -> None:
+        """Requeue a dead worker's unstarted items at the front of the queue (with the one it
+        held when it is ``innocent``: it died with its zygote)."""
+        culprit = None if innocent else w.current()
         rest: list[Pending] = []
         for chunk in w.inflight:
             held = chunk.items[chunk.done :]

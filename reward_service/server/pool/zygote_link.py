@@ -56,6 +56,9 @@ class ZygoteLink:
         self._ctrl: socket.socket | None = None
         self.ready = False
         self.started_at = 0.0
+        self._pings = 0
+        self._ping_sent_at: float | None = None  # the unanswered ping, if one is out
+        self._pong_at = 0.0
 
     @property
     def pid(self) -> int | None:
@@ -113,6 +116,8 @@ class ZygoteLink:
         self._ctrl = parent_end
         self.ready = False
         self.started_at = time.monotonic()
+        self._ping_sent_at = None
+        self._pong_at = 0.0
         self._loop.add_reader(parent_end.fileno(), self.poll)
         log.debug("zygote started", extra={"pid": self._proc.pid})
 
@@ -169,12 +174,35 @@ class ZygoteLink:
             ev.worker_spawned(msg.id, msg.pid)
         elif isinstance(msg, control.SpawnFailed):
             ev.spawn_failed(msg.id, msg.reason)
+        elif isinstance(msg, control.Pong):
+            if msg.n == self._pings:
+                self._ping_sent_at = None
+                self._pong_at = time.monotonic()
         elif isinstance(msg, control.Ready):
             log.info("zygote ready", extra={"startup_s": round(time.monotonic() - self.started_at, 2),
                                             "warmup_s": round(msg.warmup_s, 2),
                                             "dfa_states": msg.dfa_states})
             self.ready = True
             ev.zygote_ready()
+
+    def ping_late(self, now: float) -> bool:
+        """Send a ping every ``REWARD_ZYGOTE_PING_INTERVAL_S``; True once one has gone
+        unanswered for ``REWARD_ZYGOTE_PING_TIMEOUT_S`` (a stopped or wedged zygote: it
+        would neither fork replacements nor reap). Called by the crew at each tick."""
+        if self._ctrl is None:
+            return False
+        if self._ping_sent_at is not None:
+            return now - self._ping_sent_at > self._s.zygote_ping_timeout_s
+        if now - max(self._pong_at, self.started_at) >= self._s.zygote_ping_interval_s:
+            self._pings += 1
+            try:
+                self._ctrl.send(control.encode(control.Ping(n=self._pings)))
+            except BlockingIOError:  # its socket is full: it has not read for a while
+                pass
+            except OSError:
+                return False  # lost: poll() reports it
+            self._ping_sent_at = now
+        return False
 
     def _close_ctrl(self) -> None:
         if self._ctrl is not None:
