@@ -80,6 +80,12 @@ def test_unauthenticated_trickled_bodies_cannot_lock_out_the_token_holder(record
                                       token="s3cret", trickler_token=None)
         ctl = attacks.trickled_bodies(svc.url, n=4, declared=4 << 20, hold_s=12,
                                       token="s3cret", trickler_token="s3cret")
+        metrics = httpx.get(svc.url + "/metrics", headers={"authorization": "Bearer s3cret"})
+    # the front's refusals go through the one renderer and are counted by route (issue 29)
+    counted = [line for line in metrics.text.splitlines()
+               if line.startswith("reward_http_requests_total{") and 'route="/v1/score"' in line]
+    for code in ("401", "408", "503"):
+        assert any(f'code="{code}"' in line for line in counted), (code, counted)
     with service(**TRICKLE, REWARD_BODY_TOTAL_TIMEOUT_S=3600) as svc:
         held = attacks.trickled_bodies(svc.url, n=4, declared=4 << 20, hold_s=5,
                                        token="s3cret", trickler_token="s3cret")
@@ -177,3 +183,19 @@ def test_replies_are_rfc8259_json_on_verify(number: str) -> None:
     assert json.loads(r.text, **strict)  # type: ignore[arg-type]
     assert ok.status_code == 200 and json.loads(ok.text, **strict)["extra"] == 1e300, ok.text
     assert gz.status_code == 415, gz.text  # low severity: was "not valid UTF-8"
+
+
+def test_listening_beyond_loopback_without_a_token_is_warned() -> None:
+    """Item 7: ``REWARD_HOST=0.0.0.0`` without a token logged only the INFO start line. Now a
+    WARNING and a ``warnings`` entry in /v1/info; control: on loopback, or with a token, none."""
+    with service(**ONE, REWARD_HOST="0.0.0.0") as svc:
+        warnings = httpx.get(svc.url + "/v1/info").json()["warnings"]
+        log = svc.log()
+    assert "exposed without a token" in log and "WARNING" in log, log
+    assert len(warnings) == 1 and "REWARD_API_TOKEN" in warnings[0], warnings
+    with service(**ONE) as svc:
+        assert httpx.get(svc.url + "/v1/info").json()["warnings"] == []
+        assert "exposed without a token" not in svc.log()
+    with service(**ONE, REWARD_HOST="0.0.0.0", REWARD_API_TOKEN="s3cret") as svc:
+        info = httpx.get(svc.url + "/v1/info", headers={"authorization": "Bearer s3cret"})
+        assert info.json()["warnings"] == []
