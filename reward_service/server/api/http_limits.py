@@ -5,7 +5,7 @@ pipelined ``GET /healthz`` lines became ~8,000 queued request objects (10 MB sen
 reading took the server from 50 to 813 MB), a request of 3.2 million headers was kept whole
 (+391 MB), a 100 MB header line was accumulated quadratically (12 s), and a reply its client
 does not read stayed in the write buffer for as long as the connection lived. :class:`HttpLimits`
-(mixed into the service's protocol by ``api.connections.guarded_protocol``) bounds each, before
+(mixed into the service's protocol by ``server.api.connections.guarded_protocol``) bounds each, before
 the work it bounds:
 
 * **pipelining**: at most ``max_pipelined`` requests wait behind the one in progress; the next
