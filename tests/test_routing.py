@@ -170,18 +170,21 @@ def test_fastapi_error_answers(path: str, content: bytes, headers: dict[str, str
     assert r.status_code == 422 and r.json() == {"detail": detail}, r.text
 
 
-def test_an_undecodable_body_is_a_422_before_the_bearer_check() -> None:
-    """FastAPI reads and decodes the body before it runs the route's dependencies."""
+def test_the_bearer_check_comes_before_the_body_then_fastapis_order() -> None:
+    """Without the token a request is refused on its headers (401), before its body is read
+    or decoded (issue 27: ``/verify`` and ``/slime/reward`` decoded JSON before the bearer
+    check). With it, FastAPI's order holds: an undecodable body is a 422."""
     app = create_app(Settings(workers=1, api_token="s3cret"))
 
-    async def post(content: bytes) -> httpx.Response:
+    async def post(content: bytes, **headers: str) -> httpx.Response:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://t") as c:
-            return await c.post("/verify", content=content, headers=JSON)
+            return await c.post("/verify", content=content, headers={**JSON, **headers})
 
-    assert asyncio.run(post(b"{bad")).status_code == 422
-    r = asyncio.run(post(b"{}"))
+    r = asyncio.run(post(b"{bad"))
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert asyncio.run(post(b"{}")).status_code == 401
+    assert asyncio.run(post(b"{bad", authorization="Bearer s3cret")).status_code == 422
 
 
 HANG = "\\boxed{\\frac{10^{1300000}}{7^{1300000}}}"  # seconds inside C; killed at the deadline

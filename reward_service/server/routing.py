@@ -286,7 +286,8 @@ class FastAPIErrorsRoute(LeanJSONRoute):
     """A :class:`LeanJSONRoute` whose errors are FastAPI's generic handler's, answer for
     answer (``/slime/reward``, ``/verify``: framework protocols that clients already see
     answered so). The body is read and decoded first (an undecodable body is a 422 before the
-    bearer check), JSON only for an ``application/json`` or ``+json`` Content-Type (any other
+    route's bearer check; a request without the token never gets here: the front refuses it
+    on its headers, ``server/api/guards.py``), JSON only for an ``application/json`` or ``+json`` Content-Type (any other
     body, or none, is validated as it is and fails as the wrong type), a JSON error is located
     at ``("body", position)``; then the dependencies; then the options and the body are both
     validated, and every error of both answers."""
