@@ -33,19 +33,30 @@ __all__ = ["PreFailed", "ScoringService"]
 PreFailed = tuple[str, Verdict]
 
 
-def _is_unicode(value: str | dict[str, Any]) -> bool:
+def _is_unicode(value: str) -> bool:
     """False if ``value`` holds a lone surrogate (valid JSON escape, not Unicode text)."""
     try:
-        if isinstance(value, str):
-            value.encode("utf-8")
-        else:
-            orjson.dumps(value)
-    except (UnicodeEncodeError, TypeError):
+        value.encode("utf-8")
+    except UnicodeEncodeError:
         return False
     return True
 
 
 Loc = tuple[str | int, ...]  # a field's location in the body, as FastAPI writes it
+
+
+def _check_params(params: dict[str, Any], loc: Loc) -> None:
+    """Raise the 422 that says why ``params`` cannot travel to a worker (orjson frames): a
+    lone surrogate, or an integer past 64 bits (``"rel_tol": 10**30`` was answered "lone
+    surrogate")."""
+    try:
+        orjson.dumps(params)
+    except TypeError as exc:  # orjson.JSONEncodeError
+        if "surrogates" in str(exc):
+            raise _not_unicode(loc) from None
+        raise InvalidRequestError.at(
+            ("body", *loc), f"holds a value that cannot be scored ({exc}); write large "
+            "numbers as floats (1e30)", "value_error") from None
 
 
 def _path(loc: Loc) -> str:
@@ -112,8 +123,8 @@ class ScoringService:
             for loc, text in ((where[0], response), (where[1], ground_truth)):
                 if not text.isascii() and not _is_unicode(text):
                     raise _not_unicode(loc)
-        if params and not _is_unicode(params):
-            raise _not_unicode((*where[0][:-1], "extra"))
+        if params:
+            _check_params(params, (*where[0][:-1], "extra"))
         return Job(name, response, ground_truth, params)
 
     # ------------------------------------------------------------------ scoring

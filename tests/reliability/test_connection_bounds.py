@@ -178,11 +178,19 @@ def test_replies_are_rfc8259_json_on_verify(number: str) -> None:
         gz = httpx.post(svc.url + "/v1/score", content=b"\x1f\x8b\x08\x00",
                         headers={"content-type": "application/json",
                                  "content-encoding": "gzip"})
+        item = '{"items": [{"response": "1", "ground_truth": "1", "scorer": "numeric", ' \
+               '"extra": {"rel_tol": %s}}]}'
+        big = [httpx.post(svc.url + "/v1/score", content=item % tol,
+                          headers={"content-type": "application/json"})
+               for tol in ("1" + "0" * 30, "1e30")]
     assert r.status_code == 422 and "out of range" in r.text, r.text
     strict = {"parse_constant": lambda c: pytest.fail(f"not RFC 8259 JSON: {c}")}
     assert json.loads(r.text, **strict)  # type: ignore[arg-type]
     assert ok.status_code == 200 and json.loads(ok.text, **strict)["extra"] == 1e300, ok.text
     assert gz.status_code == 415, gz.text  # low severity: was "not valid UTF-8"
+    # low severity: an integer past 64 bits in extra was a 422 saying "lone surrogate"
+    assert big[0].status_code == 422 and "64-bit" in big[0].text, big[0].text
+    assert "surrogate" not in big[0].text and big[1].status_code == 200, big[1].text
 
 
 def test_listening_beyond_loopback_without_a_token_is_warned() -> None:
