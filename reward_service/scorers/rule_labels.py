@@ -17,6 +17,8 @@ Labels:
 ``units``       the answer and the gold name different units
 ``dropped``     an element the library's normaliser deleted (``\\ldots``): compared as written
 ``scientific``  ``1e5`` read as its value, not as its mantissa
+``unclosed_think`` a ``<think>`` never closed: no answer was given (``math``, ``gsm8k``,
+                ``choice``, ``numeric``; status ``no_answer``)
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from collections.abc import Iterable
 
 __all__ = ["RULES", "RULE_KEYS", "rule_counts", "rule_flags", "rule_of", "rule_reason"]
 
-RULES: tuple[str, ...] = ("hedged", "exact", "percent", "rescued", "units", "dropped", "scientific")
+RULES: tuple[str, ...] = ("hedged", "exact", "percent", "rescued", "units", "dropped", "scientific",
+                          "unclosed_think")
 # per-item log keys (OpenRLHF extra_logs, verl reward_extra_info): 1.0 where the rule decided
 RULE_KEYS: tuple[str, ...] = tuple(f"rule/{rule}" for rule in RULES)
 
