@@ -87,11 +87,20 @@ from reward_service.scorers.rules.strict_values import (
     relation_as_set,
     same_text,
 )
+from reward_service.scorers.text_forms import prepare
+from reward_service.scorers.think import judged_text, unclosed
 
-__all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "read_scientific", "strict_gold"]
+__all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "gold_form", "read_scientific",
+           "strict_gold"]
 
 
 _DOLLARS = re.compile(r"^\s*\$+([^$]+)\$+\s*$")
+
+
+def gold_form(ground_truth: str) -> str:
+    """The gold as the rules read it: ``text_forms.prepare`` (invisible characters, digits in
+    other forms, digit groups), scientific literals as their values (``1e-5`` is 0.00001)."""
+    return read_scientific(prepare(ground_truth))[0]
 
 
 def strict_gold(ground_truth: str) -> str:
@@ -117,13 +126,20 @@ class MathStrictScorer:
     def __call__(self, response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
         base = self._base
         base.reset_errors()
+        ground_truth = gold_form(ground_truth)
         gold_text = strict_gold(ground_truth)
         gold = base.parse_gold(gold_text)
         if base.resource_error:
             return Verdict("error", reason=f"{base.resource_error} while parsing the ground truth")
         if not gold:
             return Verdict("bad_ground_truth", reason="nothing parseable in the ground truth")
-        response, literals = read_scientific(response)
+        try:
+            text = judged_text(response, params)  # text_forms.py, think.py
+        except ValueError as exc:
+            return Verdict("error", reason=str(exc))
+        if text is None:
+            return unclosed(_shown(gold))
+        response, literals = read_scientific(text)
         try:
             pred, where = _extract(response)
         except (MemoryError, RecursionError) as exc:

@@ -24,7 +24,7 @@ SCORERS: dict[str, ScorerInfo] = {
     for s in (
         ScorerInfo(
             "math",
-            f"2.1+math-verify.{MATH_VERIFY_VERSION}",
+            f"2.2+math-verify.{MATH_VERIFY_VERSION}",
             "The default math profile: math_verify's extraction and comparison, plus rules "
             "where the library is wrong: a response earns the reward only if it commits to "
             "one final answer (more than one distinct candidate in its closing part, e.g. "
@@ -32,7 +32,11 @@ SCORERS: dict[str, ScorerInfo] = {
             "exact values stay exact (no 6-decimal rounding of 1e-7 vs 2e-7), 1e5 is read as "
             "its value, a percent is read one way, chosen by the gold's size (10% matches 0.1 "
             "and 10; 1000% does not match 10), inequality vs interval, contradicting units. "
-            "The reason of an overridden verdict starts with the rule's name (hedged: ...).",
+            "The reason of an overridden verdict starts with the rule's name (hedged: ...). "
+            "Think blocks: judged on what follows </think>; an unclosed <think> is no_answer "
+            "(unclosed_think); extra.think=false turns that off. Invisible characters removed, "
+            "digits in other forms read as digits, digit groups (1 000) read as one number.",
+            ("think",),
         ),
         ScorerInfo(
             "math_verify",
@@ -42,27 +46,29 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "gsm8k",
-            "1.2",
+            "1.3",
             "Number after the last '#### ' or else the last number in the response "
             "(commas and $ dropped, no character clip), compared exactly as decimals; "
             "a response that offers more than one distinct final answer ('#### 5 or 6', "
-            "'#### 20' then '#### 24') is incorrect (hedged).",
+            "'#### 20' then '#### 24') is incorrect (hedged). Think blocks, invisible "
+            "characters and digit groups as for math (extra.think).",
+            ("think",),
         ),
         ScorerInfo(
             "numeric",
-            "1.0",
+            "1.1",
             "Last \\boxed{} / '#### ' / number in the response, compared with tolerance "
             "(extra.rel_tol, default 1e-6; extra.abs_tol, default 1e-9). Fractions allowed.",
-            ("rel_tol", "abs_tol"),
+            ("rel_tol", "abs_tol", "think"),
         ),
         ScorerInfo(
             "choice",
-            "1.2",
+            "1.3",
             "Multiple choice: the last committed letter (\\boxed{B}, 'answer is (B)', "
             "'Answer: B', '(B)'), among extra.choices (default A-J); a response that offers "
             "more than one distinct letter as its answer ('(B) or (C)', '(B). Or maybe (C).') "
-            "is incorrect (hedged).",
-            ("choices",),
+            "is incorrect (hedged). Think blocks as for math (extra.think).",
+            ("choices", "think"),
         ),
     )
 }

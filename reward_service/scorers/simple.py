@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from reward_service.scorers.base import Verdict, clip
+from reward_service.scorers.number_words import WORDS, word_value
 from reward_service.scorers.rules import hedge
 from reward_service.scorers.rules.numbers import (
     after_hashes,
@@ -17,6 +19,8 @@ from reward_service.scorers.rules.numbers import (
     last_number_span,
     to_fraction,
 )
+from reward_service.scorers.text_forms import plain_text, prepare
+from reward_service.scorers.think import judged_text, unclosed
 
 __all__ = ["score_choice", "score_gsm8k", "score_numeric"]
 
@@ -31,9 +35,25 @@ def _gold_number(ground_truth: str) -> str | None:
 
 # a number as GSM8K responses write one ($1,234.50, -3); no operator after it (work, not a value)
 GSM8K_VALUE = re.compile(
-    r"(?:\$\s?)?+([-+]?+(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)(?![\d.]\d)"
+    r"(?:(?:\$\s?)?+([-+]?+(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)(?![\d.]\d)"
+    r"|(" + WORDS + "))"  # or in words: six, thirty-one (number_words.py)
     r"(?!\s*(?:[-+*/^=<>\u00d7]|x\s*\d))"  # \u00d7: the multiplication sign
 )
+
+
+def _value(text: str) -> Fraction | None:
+    """A candidate's value: a number, or a number in words."""
+    return word_value(text) if text[:1].isalpha() else to_fraction(text)
+
+
+def _judged(response: str, params: Mapping[str, Any], gold: str | None) -> str | Verdict:
+    """The response as the rules read it (``think.judged_text``), or the verdict that ends
+    scoring: ``unclosed_think``, or an ``error`` for a bad ``extra.think``."""
+    try:
+        text = judged_text(response, params)
+    except ValueError as exc:
+        return Verdict("error", reason=str(exc))
+    return unclosed(clip(gold) if gold else None) if text is None else text
 
 
 def _gsm8k_hedge(response: str, pred: object) -> str | None:
@@ -51,7 +71,7 @@ def _gsm8k_hedge(response: str, pred: object) -> str | None:
             return None
         commit, span, extra = found[0], found, []
     others = hedge.distinct_candidates(
-        response, commit, span, GSM8K_VALUE, lambda v: to_fraction(v) == pred, extra)
+        response, commit, span, GSM8K_VALUE, lambda v: _value(v) == pred, extra)
     return hedge.hedge_reason(response[span[0] : span[1]], others, clip) if others else None
 
 
@@ -59,10 +79,14 @@ def score_gsm8k(response: str, ground_truth: str, params: Mapping[str, Any]) -> 
     """GSM8K: the number after the last ``####``, else the last number; exact comparison.
     A response that offers more than one distinct final answer (``#### 5 or 6``, ``#### 20``
     then ``#### 24``, ``... 17, or maybe 18``) is incorrect (``hedged``)."""
-    gold_text = _gold_number(ground_truth)
+    gold_text = _gold_number(prepare(ground_truth))
     gold = to_fraction(gold_text) if gold_text else None
     if gold is None:
         return Verdict("bad_ground_truth", reason="ground truth is not a number")
+    text = _judged(response, params, gold_text)
+    if isinstance(text, Verdict):
+        return text
+    response = text
     marks = hashes(response)
     pred_text = marks[-1].group(1) if marks else last_number(response)
     if pred_text is None:
@@ -91,10 +115,14 @@ def score_numeric(response: str, ground_truth: str, params: Mapping[str, Any]) -
         abs_tol = _tolerance(params, "abs_tol", 1e-9)
     except ValueError as exc:
         return Verdict("error", reason=str(exc))
-    gold_text = _gold_number(ground_truth)
+    gold_text = _gold_number(prepare(ground_truth))
     gold = to_fraction(gold_text) if gold_text else None
     if gold is None:
         return Verdict("bad_ground_truth", reason="ground truth is not a number")
+    text = _judged(response, params, gold_text)
+    if isinstance(text, Verdict):
+        return text
+    response = text
     pred_text = last_boxed(response) or after_hashes(response) or last_number(response)
     if pred_text is None:
         return Verdict("no_answer", extracted_gold=clip(gold_text), reason="no number found")
@@ -151,9 +179,13 @@ def score_choice(response: str, ground_truth: str, params: Mapping[str, Any]) ->
     A response that offers more than one distinct letter as its answer (``(B) or (C)``,
     ``(B). Actually, (C).``) is incorrect (``hedged``)."""
     choices = str(params.get("choices", "ABCDEFGHIJ")).upper()
-    gold = ground_truth.strip().strip("().: ").upper()
+    gold = plain_text(ground_truth).strip().strip("().: ").upper()
     if len(gold) != 1 or gold not in choices:
         return Verdict("bad_ground_truth", reason=f"ground truth is not one of {choices!r}")
+    text = _judged(response, params, gold)
+    if isinstance(text, Verdict):
+        return text
+    response = text
     pred: str | None = None
     last: re.Match[str] | None = None
     bare = False

@@ -34,10 +34,20 @@ every ``####`` (``gsm8k``) anywhere is a declaration of a final answer (the scor
 Candidates in the closing part: the final answer; every value after a commitment phrase;
 every value after an alternative word (or, maybe, perhaps, possibly, probably, either,
 alternatively, actually, otherwise, or else, and/or, if not, then again, could/might/may (also)
-be); a value right before a disjunctive ``or`` that leads to another value (``7 or 8``); a
-value joined to the final answer by ``and`` (``2 and 3``). A value inside the final answer's
-own span is part of that answer (``$5$ or $6$`` which the library reads as the set {5, 6}) and
-not a separate candidate. A value is followed by no operator (``3+5=8`` is work, not a value).
+be, in which case, in the other case, under the other reading/interpretation/assumption); a
+value right before a disjunctive ``or`` that leads to another value (``7 or 8``); a value joined
+to the final answer by ``and`` (``2 and 3``) or standing alone in parentheses after it (``5
+(6)``). Conditional alternatives (issue 26), wherever they stand in the closing part: a value
+after a condition clause (``if we count the start, 6``; ``assuming order matters: 6``; if,
+unless, assuming, provided, supposing, in case), and a value followed by a condition that opens
+its part of the sentence (``5 (6 if we count the start)``, ``5; 6 unless ...``, ``, or 6
+otherwise``). Values are numbers, LaTeX, and number words (``six``, ``thirty-one``, ``one
+half``: ``number_words.py``); symbols of disjunction (``\u2228``, ``\\lor``, ``|``, ``\\text{
+or }``) are read as ``or`` before any rule runs (``text_forms.py``). A value inside the final
+answer's own span is part of that answer (``$5$ or $6$`` which the library reads as the set
+{5, 6}) and not a separate candidate. A value is followed by no operator (``3+5=8`` is work,
+not a value), and a value its own clause discards (``6 fails``, ``x = 6 is extraneous``,
+``does not work``, ``is ruled out``) is not offered.
 """
 
 from __future__ import annotations
@@ -61,10 +71,25 @@ __all__ = [
 ALT_WORD = (
     r"(?:or\s++(?:maybe|perhaps|possibly|probably|rather|else|even|alternatively|just)"
     r"|and/or|or|maybe|perhaps|possibly|probably|alternatively|actually|otherwise|either"
-    r"|if\s++not|then\s++again|else"
+    r"|if\s++not|then\s++again|else|in\s++which\s++case|in\s++the\s++other\s++case"
+    r"|(?:under|on|with|by)\s++(?:the\s++)?(?:other|another|a\s++different|second|alternative)"
+    r"\s++(?:reading|interpretation|assumption|convention|case|count(?:ing)?|view)"
     r"|(?:(?:but\s++)?(?:it|that|this|the\s++(?:final\s++)?answer)\s++)?(?:could|might|may)"
     r"(?:\s++(?:also|even|well|instead))?+\s++be)"
 )
+# a condition a value is offered under, before the value ("if we count the start, 6";
+# "assuming order matters: 6") or after it ("6 if we count the start", "6 unless ...")
+CONDITION = r"(?:if|unless|assuming|provided|supposing|in\s++case)"
+_CONDITION_CLAUSE = r"\b" + CONDITION + r"\b[^.;:!?\n()$]{0,100}?(?:[,:]|\s\bthen\b)"
+_CONDITION_AFTER = re.compile(r"\s*+\)?+\s*+,?+\s*+(?:" + CONDITION + r"|otherwise)\b",
+                              re.IGNORECASE)
+_OPENS_PART = re.compile(r"(?:^|[(,;:.!?\n\u2014]|\bor|\band)[\s$*]*+$", re.IGNORECASE)
+# a value the same clause says is wrong ("6 fails", "x = 6 is extraneous") is not offered
+_DISCARDED = re.compile(
+    r"[^.;\n]{0,40}?\b(?:fails?|failed|is\s++(?:rejected|extraneous|impossible|excluded|invalid"
+    r"|wrong|incorrect|not\s++(?:valid|allowed|possible|a\s++solution))|was\s++wrong"
+    r"|does(?:n't|\s++not)\s++(?:work|satisfy|hold)|(?:is|are)\s++ruled\s++out)\b",
+    re.IGNORECASE)
 _DISJUNCTIVE = re.compile(r"\s*+,?+\s*+(?:\$\s*+)?+(?:or|and/or)\b", re.IGNORECASE)
 COMMIT = (
     r"(?:(?:final\s++)?answer(?:\s++(?:is|was|would\s++be|should\s++be|must\s++be|might\s++be"
@@ -177,10 +202,12 @@ def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], re.Pattern[str],
     follows a disjunctive ``or`` before a value; ``and`` joining the answer to a value."""
     v = value.pattern
     flags = re.IGNORECASE | re.DOTALL
-    led = re.compile(r"(?:\b" + ALT_WORD + r"\b|" + COMMIT + r")" + _FILLER + r"(?=" + v + ")",
-                     flags)
+    led = re.compile(r"(?:\b" + ALT_WORD + r"\b|" + COMMIT + "|" + _CONDITION_CLAUSE + r")"
+                     + _FILLER + r"(?=" + v + ")", flags)
     after_or = re.compile(_FILLER + r"(?=" + v + ")", flags)
-    joined = re.compile(r"\s*+(?:\$|\\\)|\*\*)?+\s*+[,;]?+\s*+and\s++(?=" + v + ")", flags)
+    # "and" joining a value to the answer ("2 and 3"); a bare value in parentheses after it
+    joined = re.compile(r"\s*+(?:\$|\\\)|\*\*)?+\s*+(?:[,;]?+\s*+and\s++|\(\s*+(?=(?:" + v
+                        + r")\s*+\??+\s*+\)))(?=" + v + ")", flags)
     return led, after_or, joined
 
 
@@ -200,15 +227,19 @@ def candidates(
     seen: set[tuple[int, int]] = set()
 
     def emit(m: re.Match[str] | None) -> Iterator[Candidate]:
-        if m is not None and outside(m.start(), m.end()) and (m.start(), m.end()) not in seen:
+        if m is not None and outside(m.start(), m.end()) and (m.start(), m.end()) not in seen \
+                and _DISCARDED.match(text, m.end()) is None:
             seen.add((m.start(), m.end()))
             yield Candidate(m.start(), m.end(), _inner(m))
 
     for lead in led.finditer(text, start):
         yield from emit(value.match(text, lead.end()))
-    for m in value.finditer(text, start):  # "7 or 8": the 7
+    for m in value.finditer(text, start):
         d = _DISJUNCTIVE.match(text, m.end())
-        if d is not None and after_or.match(text, d.end()):
+        disjunct = d is not None and after_or.match(text, d.end()) is not None  # "7 or 8": 7
+        conditional = _CONDITION_AFTER.match(text, m.end()) is not None and _OPENS_PART.search(
+            text, max(start, m.start() - 12), m.start()) is not None  # "(6 if we count ...)"
+        if disjunct or conditional:
             yield from emit(m)
     joined = joined_to.match(text, a1)
     if joined is not None:

@@ -41,6 +41,7 @@ import sympy
 
 from reward_service.scorers.base import clip
 from reward_service.scorers.math_verify_scorer import verify_default
+from reward_service.scorers.number_words import WORDS, as_latex
 from reward_service.scorers.rules import hedge
 from reward_service.scorers.rules.strict_read import BOX, SPACES, boxed_answers, parse_boxed
 
@@ -60,6 +61,7 @@ MATH_VALUE = re.compile(
     r"|\*\*([^*]{0,100}?\d[^*]{0,100}?)\*\*"
     r"|((?:[-+]\s?)?+(?:\d*+\\[dt]?frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\d*\\pi"
     r"|(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)|\.\d+)(?:\s*/\s*\d+)?(?:\s*\\?%)?)"
+    r"|(" + WORDS + r")"  # six, thirty-one, one half (number_words.py)
     r")(?!\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|ne)\b))",
     re.DOTALL,
 )
@@ -155,7 +157,7 @@ def _hedged_answers(text: str, where: re.Match[str] | None, pred: list[Any], box
     commit, a0, a1 = _answer_span(where)
 
     def same(value: str) -> bool:
-        other = parse_boxed((value,))
+        other = parse_boxed((as_latex(value),))
         return not other or not _is_value(other[0]) or verify_default(pred, other)
 
     others = hedge.distinct_candidates(text, commit, (a0, a1), MATH_VALUE, same)
