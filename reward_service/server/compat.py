@@ -39,9 +39,11 @@ label ``""``, which is what OpenRLHF sends without ``--label_key``) is refused, 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from reward_service.errors import InvalidRequestError
 
@@ -55,6 +57,7 @@ __all__ = [
     "extract_response",
     "label_text",
     "locate_response",
+    "number_text",
     "openrlhf_items",
     "slime_item",
     "strip_leading_tokens",
@@ -246,6 +249,15 @@ def extract_response(query: str, prompt: str | None) -> tuple[str, str | None]:
     return response, _HOW_REASON.get(how)
 
 
+def number_text(value: int | float) -> str:
+    """A JSON number as the gold's text: an integer as written, a float as its exact positional
+    decimal (``1e-05`` → ``0.00001``, ``1e+20`` → ``100000000000000000000``, ``0.1`` → ``0.1``):
+    ``repr``'s exponent form would be a scientific-notation gold (issue 26)."""
+    if isinstance(value, float) and math.isfinite(value):
+        return format(Decimal(repr(value)), "f")
+    return str(value)
+
+
 def label_text(label: object, where: str) -> str:
     """A label as the ground-truth string; ``None`` becomes ``""`` (→ ``bad_ground_truth``)."""
     if label is None:
@@ -256,7 +268,7 @@ def label_text(label: object, where: str) -> str:
     if isinstance(label, str):
         return label
     if isinstance(label, int | float):
-        return repr(label) if isinstance(label, float) else str(label)
+        return number_text(label)
     raise CompatError(f"{where} is a {type(label).__name__}; expected a string or a number",
                       reason="bad_label")
 

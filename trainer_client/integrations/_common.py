@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import math
 import os
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from trainer_client.reward_client import (
@@ -178,6 +180,9 @@ def ground_truth_text(value: Any, where: str) -> str:
         raise ValueError(f"{where} is a boolean; expected a string or a number")
     if isinstance(v, str):
         return v
+    if isinstance(v, float) and math.isfinite(v):
+        # the exact positional decimal: str() writes 1e-05, a scientific-notation gold
+        return format(Decimal(repr(v)), "f")
     if isinstance(v, int | float):
         return str(v)
     raise ValueError(
