@@ -24,8 +24,10 @@ which stays the library as released.
    product or sum of its parts (``\\boxed{1 200}`` equals 201).
 4. **Disjunctions in symbols written as words**: U+2228 LOGICAL OR, ``\\lor``, ``\\vee``, ``\\text{ or
    }`` (``\\textrm``, ``\\mathrm``, ``\\mbox``), and ``|`` / ``\\mid`` between two numbers
-   become `` or ``. Inside math the library then reads ``5 or 6`` as the set {5, 6} (as it
-   reads ``\\text{ or }``), and outside it the hedge rule sees the ``or``.
+   (a digit, ``$`` or ``<digit>}`` before; a number or ``\\frac`` after, ``$`` between allowed)
+   become `` or ``; ``|x|``, ``\\{x \\mid x > 0\\}`` are left alone. Inside math the library
+   then reads ``5 or 6`` as the set {5, 6} (as it reads ``\\text{ or }``), and outside it the
+   hedge rule sees the ``or``.
 
 Cost: ASCII text (most responses) skips steps 1-2 (``str.isascii``); steps 3-4 are one
 guarded regex scan each.
@@ -89,7 +91,7 @@ def join_digit_groups(text: str) -> str:
 _SYMBOL_OR = re.compile(
     r"(?=[\u2228\\|\s])(?:\s*+(?:\u2228|\\(?:lor|vee)(?![a-zA-Z])"
     r"|\\(?:text|textrm|mathrm|mbox)\s*+\{\s*+or\s*+\})\s*+"
-    r"|(?<=\d)\s*+(?:\||\\mid(?![a-zA-Z]))\s*+(?=[-+]?\d))"
+    r"|(?:(?<=[\d$])|(?<=\d\}))\s*+(?:\||\\mid(?![a-zA-Z]))\s*+(?=\$?+\s*+[-+]?(?:\d|\\frac)))"
 )
 
 

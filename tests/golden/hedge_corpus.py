@@ -3,7 +3,9 @@
     $ python tests/golden/hedge_corpus.py               # prints counts per template
     $ python tests/golden/hedge_corpus.py --write FILE  # also writes the rows as JSONL
 
-Every row is ``{"template", "fold", "kind", "scorer", "response", "gold"}``: ``kind`` is
+Every row is ``{"template", "fold", "kind", "scorer", "response", "gold"}`` (and ``class``
+for the round-2 rows of ``hedge_corpus_r2.py``: conditional, worded, symbol, invisible and
+think-block hedges, digit forms, and their near misses): ``kind`` is
 ``hedge`` (the response offers more than one distinct final answer; the ``math``, ``gsm8k`` or
 ``choice`` scorer must refuse it) or ``near_miss`` (one committed answer, the gold, written
 close to a hedge: a self-correction or case analysis that ends on one value, ``5 or more``
@@ -33,6 +35,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+
+try:
+    from tests.golden import hedge_corpus_r2 as round2
+except ImportError:  # run as a script: python tests/golden/hedge_corpus.py
+    import hedge_corpus_r2 as round2  # type: ignore[no-redef]
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "corpus.jsonl"
 
@@ -314,6 +321,7 @@ def generate(per_template: int = 30, seed: int = 15) -> Iterator[dict]:
                     if right != other:
                         yield {"template": f"choice/{name}", "fold": _fold(i), "kind": kind,
                                "scorer": "choice", "response": ctpl(right, other), "gold": right}
+    yield from round2.generate(rnd, math_golds, ints, per_template)
 
 
 def main() -> None:
@@ -323,6 +331,9 @@ def main() -> None:
     rows = list(generate())
     counts = Counter((r["kind"], r["fold"]) for r in rows)
     sys.stdout.write(json.dumps({f"{k}/{f}": n for (k, f), n in sorted(counts.items())}) + "\n")
+    classes = Counter((r.get("class", "round1"), r["kind"], r["fold"]) for r in rows)
+    for (c, k, f), n in sorted(classes.items()):
+        sys.stdout.write(f"{c:24} {k:10} {f:9} {n}\n")
     if args.write:
         with args.write.open("w") as fh:
             for r in rows:

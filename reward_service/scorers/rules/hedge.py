@@ -68,19 +68,26 @@ __all__ = [
 # Every run of spaces and punctuation below is possessive (``*+``, ``++``): a response is
 # untrusted text, and a gap that could be split two ways between two quantifiers backtracks
 # polynomially on long runs (tests/test_hedges.py times adversarial shapes).
+OTHER_READING = (
+    r"(?:under|on|with|by|in)\s++(?:the\s++)?(?:other|another|a\s++different|second|alternative)"
+    r"\s++(?:reading|interpretation|assumption|convention|case|count(?:ing)?+|view)"
+)
 ALT_WORD = (
     r"(?:or\s++(?:maybe|perhaps|possibly|probably|rather|else|even|alternatively|just)"
     r"|and/or|or|maybe|perhaps|possibly|probably|alternatively|actually|otherwise|either"
     r"|if\s++not|then\s++again|else|in\s++which\s++case|in\s++the\s++other\s++case"
-    r"|(?:under|on|with|by)\s++(?:the\s++)?(?:other|another|a\s++different|second|alternative)"
-    r"\s++(?:reading|interpretation|assumption|convention|case|count(?:ing)?|view)"
+    r"|" + OTHER_READING +
     r"|(?:(?:but\s++)?(?:it|that|this|the\s++(?:final\s++)?answer)\s++)?(?:could|might|may)"
     r"(?:\s++(?:also|even|well|instead))?+\s++be)"
 )
 # a condition a value is offered under, before the value ("if we count the start, 6";
 # "assuming order matters: 6") or after it ("6 if we count the start", "6 unless ...")
-CONDITION = r"(?:if|unless|assuming|provided|supposing|in\s++case)"
-_CONDITION_CLAUSE = r"\b" + CONDITION + r"\b[^.;:!?\n()$]{0,100}?(?:[,:]|\s\bthen\b)"
+CONDITION = r"(?:if|unless|assuming|provided|supposing|in\s++case|" + OTHER_READING + ")"
+# a condition clause, up to its comma or colon, ``then``, or the words that state its value
+# ("under the other reading of the problem it is 6")
+_CONDITION_CLAUSE = (
+    r"\b" + CONDITION + r"\b[^.;:!?\n()$]{0,100}?(?:[,:]|\s\bthen\b"
+    r"|(?=\s(?:it|that|this|the\s++answer|we\s++(?:get|have)|gives|yields|becomes)\b))")
 _CONDITION_AFTER = re.compile(r"\s*+\)?+\s*+,?+\s*+(?:" + CONDITION + r"|otherwise)\b",
                               re.IGNORECASE)
 _OPENS_PART = re.compile(r"(?:^|[(,;:.!?\n\u2014]|\bor|\band)[\s$*]*+$", re.IGNORECASE)
@@ -101,7 +108,7 @@ _FILLER = (
     _GAP + r"(?:(?:(?:it|that|this)(?:'s|\s++is|\s++was|\s++would\s++be|\s++could\s++be"
     r"|\s++might\s++be)|the\s++(?:final\s++)?answer(?:\s++(?:is|was|would\s++be|could\s++be"
     r"|might\s++be))?+|we\s++(?:get|have)|equals?(?:\s++to)?+|even|just|rather|instead"
-    r"|maybe|perhaps|possibly|probably)\b" + _GAP + r")*+"
+    r"|maybe|perhaps|possibly|probably|gives|yields|becomes)\b" + _GAP + r")*+"
 )
 CLAUSE_END_UNGUARDED = (
     r"[.!?](?=\s)|\n|[,;:](?=\s)|\b(?:so|thus|therefore|hence|then|but)\b(?!\s+again)"
@@ -116,6 +123,11 @@ _PUNCT = r"[\s,;:.!?()*$#>—-]*+"
 _OPENS_WITH_ALT = re.compile(_PUNCT + r"(?:hmm\b" + _PUNCT + r")?+" + ALT_WORD + r"\b",
                              re.IGNORECASE)
 _ALT_CLAUSE = re.compile(_PUNCT + ALT_WORD + _PUNCT, re.IGNORECASE)
+# a clause that is only a condition ("without repetition,", "if n is odd:"): the answer after
+# it is one branch of a conditional, so the closing part takes in the branch before it
+_COND_CLAUSE = re.compile(
+    _PUNCT + r"(?:" + CONDITION + r"|with(?:out)?+|for|when(?:ever)?+|under|in\s++the\s++case)\b"
+    r"[^.;:!?\n]{0,100}+" + _PUNCT, re.IGNORECASE)
 # what may precede a commitment at the start of its sentence ("So the answer is 5")
 _ONLY_LEAD = re.compile(
     _PUNCT + r"(?:(?:so|thus|therefore|hence|then|and|hmm|well|ok(?:ay)?)\b" + _PUNCT + ")*+",
@@ -176,6 +188,12 @@ def closing_start(text: str, start: int, value: re.Pattern[str]) -> int:
             before = _last_end(_CLAUSE_END, text, max(0, anchor - 1))
             if before < anchor and _ALT_CLAUSE.fullmatch(text, before, anchor):
                 anchor = before
+                continue
+            if before < anchor and _COND_CLAUSE.fullmatch(text, before, anchor):
+                # "...; without repetition, the answer is 5": the condition and the clause
+                # before it (the other branch) join
+                prev = text[:before].rstrip(" \t,;:")
+                anchor = _last_end(_CLAUSE_END, prev, max(0, len(prev) - 1)) if prev else 0
                 continue
         sentence = _last_end(_SENTENCE_END, text, anchor)
         if _ONLY_LEAD.fullmatch(text, sentence, anchor) is None or sentence == 0:
