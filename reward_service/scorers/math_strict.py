@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import sympy
@@ -87,7 +88,12 @@ from reward_service.scorers.rules.strict_values import (
     relation_as_set,
     same_text,
 )
-from reward_service.scorers.text_forms import prepare
+from reward_service.scorers.text_forms import (
+    answer_needs_forms,
+    join_digit_groups,
+    prepare,
+    symbols_as_words,
+)
 from reward_service.scorers.think import judged_text, unclosed
 
 __all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "gold_form", "read_scientific",
@@ -97,6 +103,7 @@ __all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "gold_form", "read
 _DOLLARS = re.compile(r"^\s*\$+([^$]+)\$+\s*$")
 
 
+@lru_cache(maxsize=4096)
 def gold_form(ground_truth: str) -> str:
     """The gold as the rules read it: ``text_forms.prepare`` (invisible characters, digits in
     other forms, digit groups), scientific literals as their values (``1e-5`` is 0.00001)."""
@@ -112,6 +119,18 @@ def strict_gold(ground_truth: str) -> str:
 
 def _shown(parsed: list[Any]) -> str | None:
     return clip(parsed[-1]) if parsed else None
+
+
+def _read(text: str) -> tuple[str, list[tuple[int, int, str]], list[Any], re.Match[str] | None]:
+    """(text as read, its scientific literals, the parsed answer, where it was found); read
+    again with digit groups joined and disjunction symbols as words when the answer found
+    first needs them (``text_forms.answer_needs_forms``)."""
+    response, literals = read_scientific(text)
+    pred, where = _extract(response)
+    if where is not None and answer_needs_forms(response, where.start(), where.end()):
+        response, literals = read_scientific(symbols_as_words(join_digit_groups(text)))
+        pred, where = _extract(response)
+    return response, literals, pred, where
 
 
 class MathStrictScorer:
@@ -134,14 +153,13 @@ class MathStrictScorer:
         if not gold:
             return Verdict("bad_ground_truth", reason="nothing parseable in the ground truth")
         try:
-            text = judged_text(response, params)  # text_forms.py, think.py
+            text = judged_text(response, params, forms=False)  # text_forms.py, think.py
         except ValueError as exc:
             return Verdict("error", reason=str(exc))
         if text is None:
             return unclosed(_shown(gold))
-        response, literals = read_scientific(text)
         try:
-            pred, where = _extract(response)
+            response, literals, pred, where = _read(text)
         except (MemoryError, RecursionError) as exc:
             return Verdict("error", extracted_gold=_shown(gold),
                            reason=f"{resource_error_reason(exc)} while parsing the response")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-__all__ = ["WORDS", "as_latex", "word_value"]
+__all__ = ["NUMBER_TOKENS", "WORDS", "as_latex", "word_value"]
 
 _UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
           "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
@@ -28,18 +28,23 @@ _DENOMINATORS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, 
                  "seventh": 7, "sevenths": 7, "eighth": 8, "eighths": 8, "ninth": 9,
                  "ninths": 9, "tenth": 10, "tenths": 10}
 
+#: every word a number in words can end with (a cheap test before the regex)
+NUMBER_TOKENS = frozenset([*_UNITS, *_TENS, *_DENOMINATORS, "hundred", "thousand"])
 _UNIT = "(?:" + "|".join(sorted(_UNITS[1:], key=len, reverse=True)) + ")"
 _TEN = "(?:" + "|".join(_TENS) + ")"
-_BELOW_100 = rf"(?:{_TEN}(?:[- ]{_UNIT})?|{_UNIT})"
-_BELOW_1000 = rf"(?:{_UNIT}[- ]hundred(?:[- ](?:and[- ])?{_BELOW_100})?|{_BELOW_100})"
-_WHOLE = rf"(?:{_BELOW_1000}[- ]thousand(?:[- ](?:and[- ])?{_BELOW_1000})?|{_BELOW_1000}|zero)"
 _DENOM = "(?:" + "|".join(sorted(_DENOMINATORS, key=len, reverse=True)) + ")"
-_FRACTION = rf"(?:(?:a|{_UNIT})[- ]{_DENOM})"
+_BELOW_100 = rf"(?:{_TEN}(?:[- ]{_UNIT})?+|{_UNIT})"
+_BELOW_1000 = rf"{_BELOW_100}(?:[- ]hundred(?:[- ](?:and[- ])?+{_BELOW_100})?+)?+"
+_WHOLE = rf"(?:{_BELOW_1000}(?:[- ]thousand(?:[- ](?:and[- ])?+{_BELOW_1000})?+)?+|zero)"
 _STANDS_ALONE = r"(?=\s*+(?:[).,;:!?$*]|$)|\s++(?:or|and)\b)"
-# "one" alone only where it stands as a value; every other number word wherever it is whole
+_BARE_ONE = rf"one(?![- ](?:hundred|thousand|{_DENOM}))"
+# A cheap guard first (a word start, and the first two letters of a number word), then: "one"
+# alone only where it stands as a value; a fraction (a half, two thirds); a whole number
 WORDS = (
-    r"(?<![A-Za-z-])(?i:" + _FRACTION + "|one" + _STANDS_ALONE
-    + r"|(?!one(?![- ](?:hundred|thousand)))" + _WHOLE + r")(?![A-Za-z]|-[A-Za-z])"
+    r"(?<![A-Za-z-])(?=(?i:ze|on|tw|th|fo|fi|si|se|ei|ni|te|el|a[- ]))(?i:"
+    + rf"(?={_BARE_ONE})one{_STANDS_ALONE}"
+    + rf"|(?!{_BARE_ONE})(?:a[- ]{_DENOM}|{_WHOLE}(?:[- ]{_DENOM})?+)"
+    + r")(?![A-Za-z]|-[A-Za-z])"
 )
 _WORDS_FULL = re.compile(WORDS, re.IGNORECASE)
 

@@ -34,11 +34,13 @@ def _gold_number(ground_truth: str) -> str | None:
 
 
 # a number as GSM8K responses write one ($1,234.50, -3); no operator after it (work, not a value)
-GSM8K_VALUE = re.compile(
-    r"(?:(?:\$\s?)?+([-+]?+(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)(?![\d.]\d)"
-    r"|(" + WORDS + "))"  # or in words: six, thirty-one (number_words.py)
+_GSM8K_FORMS = (
+    r"(?:(?:\$\s?)?+([-+]?+(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)(?![\d.]\d){words})"
     r"(?!\s*(?:[-+*/^=<>\u00d7]|x\s*\d))"  # \u00d7: the multiplication sign
 )
+GSM8K_NUMBER = re.compile(_GSM8K_FORMS.replace("{words}", ""))
+# or in words (six, thirty-one: number_words.py), where a value is expected (hedge.candidates)
+GSM8K_VALUE = re.compile(_GSM8K_FORMS.replace("{words}", "|(" + WORDS + ")"))
 
 
 def _value(text: str) -> Fraction | None:
@@ -71,7 +73,8 @@ def _gsm8k_hedge(response: str, pred: object) -> str | None:
             return None
         commit, span, extra = found[0], found, []
     others = hedge.distinct_candidates(
-        response, commit, span, GSM8K_VALUE, lambda v: _value(v) == pred, extra)
+        response, commit, span, GSM8K_VALUE, lambda v: _value(v) == pred, extra,
+        scan=GSM8K_NUMBER)
     return hedge.hedge_reason(response[span[0] : span[1]], others, clip) if others else None
 
 

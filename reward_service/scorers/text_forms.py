@@ -30,7 +30,8 @@ which stays the library as released.
    hedge rule sees the ``or``.
 
 Cost: ASCII text (most responses) skips steps 1-2 (``str.isascii``); steps 3-4 are one
-guarded regex scan each.
+guarded regex scan each, which the ``math`` profile runs only when its final answer needs
+them (:func:`answer_needs_forms`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["IGNORABLE", "join_digit_groups", "plain_text", "prepare", "symbols_as_words"]
+__all__ = ["IGNORABLE", "answer_needs_forms", "join_digit_groups", "plain_text", "prepare",
+           "symbols_as_words"]
 
 # Cf in Unicode 14 (Python 3.11's unicodedata; tests/test_text_forms.py recomputes it), plus
 # the default-ignorable code points of other categories
@@ -74,7 +76,7 @@ _SEP = r"(?: |\u00a0|\u2009|\u202f|\u2007|\\,|\\ |~|\{,\})"
 _GROUPS = re.compile(
     r"(?<![\d.,])(?=\d)(\d{1,3})(" + _SEP + r")(\d{3}(?:\2\d{3})*+)(?!\d)"
 )
-_GROUP_HINT = re.compile(r"\d" + _SEP + r"\d{3}")
+_GROUP_HINT = re.compile(r"[0-9][ \u00a0\u2009\u202f\u2007~\\{][ ,]?+\}?+[0-9]{3}")  # a superset
 
 
 def _joined(m: re.Match[str]) -> str:
@@ -105,3 +107,19 @@ def symbols_as_words(text: str) -> str:
 def prepare(text: str) -> str:
     """All four steps, in order."""
     return symbols_as_words(join_digit_groups(plain_text(text)))
+
+
+_BEFORE = 200  # how far before the final answer a symbol is looked for
+
+
+def answer_needs_forms(text: str, start: int, end: int) -> bool:
+    """Whether steps 3-4 could change how the final answer at ``text[start:end]`` is read:
+    a digit group in it or after it, a disjunction symbol from ``_BEFORE`` characters before
+    it to the end. The ``math`` profile extracts first and runs steps 3-4 (and extracts again)
+    only then: a scan of the whole text costs more than its 5% budget on long responses, and
+    the library reads its answer from the end (``tail_scan``)."""
+    if _GROUP_HINT.search(text, max(0, start - 8)) is not None:  # the lead may stand before
+        return True
+    near = text[max(0, start - _BEFORE):]
+    return ("|" in near or "\\lor" in near or "\\vee" in near or "\\mid" in near
+            or "or}" in near or "or }" in near or "\u2228" in near)

@@ -59,15 +59,16 @@ def unclosed(extracted_gold: str | None) -> Verdict:
         "thinking?): no answer was given"))
 
 
-def judged_text(response: str, params: Mapping[str, Any]) -> str | None:
+def judged_text(response: str, params: Mapping[str, Any], forms: bool = True) -> str | None:
     """The response as the rules read it (``text_forms.py``: invisible characters removed,
     digits as ASCII), cut to its answer part when think handling is on (``extra.think``);
-    then digit groups joined and disjunction symbols as words. None: an unclosed think block.
-    ``ValueError`` for a bad ``extra.think``."""
+    then, with ``forms``, digit groups joined and disjunction symbols as words (the ``math``
+    profile does that only where its answer needs it: ``text_forms.answer_needs_forms``).
+    None: an unclosed think block. ``ValueError`` for a bad ``extra.think``."""
     text = plain_text(response)
     if think_enabled(params):
         answer = answer_part(text)
         if answer is None:
             return None
         text = answer
-    return symbols_as_words(join_digit_groups(text))
+    return symbols_as_words(join_digit_groups(text)) if forms else text

@@ -57,6 +57,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from reward_service.scorers.number_words import NUMBER_TOKENS, WORDS
+
 __all__ = [
     "Candidate",
     "candidates",
@@ -72,14 +74,20 @@ OTHER_READING = (
     r"(?:under|on|with|by|in)\s++(?:the\s++)?(?:other|another|a\s++different|second|alternative)"
     r"\s++(?:reading|interpretation|assumption|convention|case|count(?:ing)?+|view)"
 )
-ALT_WORD = (
-    r"(?:or\s++(?:maybe|perhaps|possibly|probably|rather|else|even|alternatively|just)"
+_ALT_WORDS = (
+    r"or\s++(?:maybe|perhaps|possibly|probably|rather|else|even|alternatively|just)"
     r"|and/or|or|maybe|perhaps|possibly|probably|alternatively|actually|otherwise|either"
-    r"|if\s++not|then\s++again|else|in\s++which\s++case|in\s++the\s++other\s++case"
-    r"|" + OTHER_READING +
+    r"|if\s++not|then\s++again|else"
     r"|(?:(?:but\s++)?(?:it|that|this|the\s++(?:final\s++)?answer)\s++)?(?:could|might|may)"
-    r"(?:\s++(?:also|even|well|instead))?+\s++be)"
+    r"(?:\s++(?:also|even|well|instead))?+\s++be"
 )
+# alternatives under a condition: searched for only in a closing part holding a condition word
+# (``_CONDITION_HINTS``), as the whole closing part is scanned for leads
+_CONDITIONAL_ALT = r"in\s++which\s++case|in\s++the\s++other\s++case|" + OTHER_READING
+ALT_WORD = "(?:" + _ALT_WORDS + "|" + _CONDITIONAL_ALT + ")"
+_CONDITION_HINTS = ("if ", "if,", "unless", "assum", "provided", "suppos", "in case", "which case",
+                    "other case", "reading", "interpretation", "convention", "counting",
+                    "other count", "other view")
 # a condition a value is offered under, before the value ("if we count the start, 6";
 # "assuming order matters: 6") or after it ("6 if we count the start", "6 unless ...")
 CONDITION = r"(?:if|unless|assuming|provided|supposing|in\s++case|" + OTHER_READING + ")"
@@ -97,6 +105,7 @@ _DISCARDED = re.compile(
     r"|wrong|incorrect|not\s++(?:valid|allowed|possible|a\s++solution))|was\s++wrong"
     r"|does(?:n't|\s++not)\s++(?:work|satisfy|hold)|(?:is|are)\s++ruled\s++out)\b",
     re.IGNORECASE)
+_WORD_BEFORE = re.compile("(?:" + WORDS + r")(?=[\s,$]*+$)")
 _DISJUNCTIVE = re.compile(r"\s*+,?+\s*+(?:\$\s*+)?+(?:or|and/or)\b", re.IGNORECASE)
 COMMIT = (
     r"(?:(?:final\s++)?answer(?:\s++(?:is|was|would\s++be|should\s++be|must\s++be|might\s++be"
@@ -215,28 +224,35 @@ def _inner(m: re.Match[str]) -> str:
 
 
 @lru_cache(maxsize=32)
-def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """For a value pattern: a value led by an alternative word or commitment phrase; what
-    follows a disjunctive ``or`` before a value; ``and`` joining the answer to a value."""
+def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
+    """For a value pattern: a value led by an alternative word or commitment phrase; led by
+    a condition; what follows a disjunctive ``or`` before a value; ``and`` joining the answer
+    to a value."""
     v = value.pattern
     flags = re.IGNORECASE | re.DOTALL
-    led = re.compile(r"(?:\b" + ALT_WORD + r"\b|" + COMMIT + "|" + _CONDITION_CLAUSE + r")"
-                     + _FILLER + r"(?=" + v + ")", flags)
+    led = re.compile(r"(?:\b(?:" + _ALT_WORDS + r")\b|" + COMMIT + r")" + _FILLER
+                     + r"(?=" + v + ")", flags)
+    conditional = re.compile(r"(?:\b(?:" + _CONDITIONAL_ALT + r")\b|" + _CONDITION_CLAUSE + r")"
+                             + _FILLER + r"(?=" + v + ")", flags)
     after_or = re.compile(_FILLER + r"(?=" + v + ")", flags)
     # "and" joining a value to the answer ("2 and 3"); a bare value in parentheses after it
     joined = re.compile(r"\s*+(?:\$|\\\)|\*\*)?+\s*+(?:[,;]?+\s*+and\s++|\(\s*+(?=(?:" + v
                         + r")\s*+\??+\s*+\)))(?=" + v + ")", flags)
-    return led, after_or, joined
+    return led, conditional, after_or, joined
 
 
 def candidates(
-    text: str, start: int, answer: tuple[int, int], value: re.Pattern[str]
+    text: str, start: int, answer: tuple[int, int], value: re.Pattern[str],
+    scan: re.Pattern[str] | None = None,
 ) -> Iterator[Candidate]:
     """Candidate answers in ``text[start:]`` other than the final answer at ``answer``
     (start, end): values after a commitment phrase or an alternative word, a value before a
     disjunctive ``or``, a value joined to the answer by ``and``. ``value`` matches one value
-    (its first non-empty group, when it has groups, is the value as written)."""
-    led, after_or, joined_to = _scanners(value)
+    (its first non-empty group, when it has groups, is the value as written). ``scan``, when
+    given, is ``value`` without number words, for the searches through the whole closing part
+    (a word alternative tried at every position is slow): then a number word counts after a
+    lead (``or six``) and right before ``or`` (``six or 5``), not before a condition."""
+    led, conditional, after_or, joined_to = _scanners(value)
     a0, a1 = answer
 
     def outside(s: int, e: int) -> bool:
@@ -252,12 +268,27 @@ def candidates(
 
     for lead in led.finditer(text, start):
         yield from emit(value.match(text, lead.end()))
-    for m in value.finditer(text, start):
+    lowered = text[start:].lower()
+    if any(hint in lowered for hint in _CONDITION_HINTS):
+        for lead in conditional.finditer(text, start):
+            yield from emit(value.match(text, lead.end()))
+    if scan is not None:  # "six or 5": a number word before "or"
+        at = lowered.find("or")
+        while at >= 0:
+            o = start + at
+            before = lowered[max(0, at - 16):at].rstrip(" ,$")
+            last = before[-12:].replace("-", " ").rsplit(" ", 1)[-1]
+            if last in NUMBER_TOKENS and not lowered[at + 2 : at + 3].isalpha():
+                w = _WORD_BEFORE.search(text, max(start, o - 40), o)
+                if w is not None and after_or.match(text, o + 2):
+                    yield from emit(w)
+            at = lowered.find("or", at + 2)
+    for m in (scan or value).finditer(text, start):
         d = _DISJUNCTIVE.match(text, m.end())
         disjunct = d is not None and after_or.match(text, d.end()) is not None  # "7 or 8": 7
-        conditional = _CONDITION_AFTER.match(text, m.end()) is not None and _OPENS_PART.search(
+        offered = _CONDITION_AFTER.match(text, m.end()) is not None and _OPENS_PART.search(
             text, max(start, m.start() - 12), m.start()) is not None  # "(6 if we count ...)"
-        if disjunct or conditional:
+        if disjunct or offered:
             yield from emit(m)
     joined = joined_to.match(text, a1)
     if joined is not None:
@@ -271,12 +302,14 @@ def distinct_candidates(
     value: re.Pattern[str],
     same: Callable[[str], bool],
     extra: list[str] | None = None,
+    scan: re.Pattern[str] | None = None,
 ) -> list[str]:
     """The candidates (and ``extra`` values, e.g. every box) that are not the final answer
-    by ``same``; empty when the response commits to one answer."""
+    by ``same``; empty when the response commits to one answer. ``scan``: see
+    :func:`candidates`."""
     start = closing_start(text, commit_start, value)
     found: list[str] = []
-    for c in [*(extra or []), *(c.value for c in candidates(text, start, answer, value))]:
+    for c in [*(extra or []), *(c.value for c in candidates(text, start, answer, value, scan))]:
         if c and c not in found and not same(c):
             found.append(c)
     return found

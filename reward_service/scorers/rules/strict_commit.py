@@ -53,7 +53,7 @@ _BOX_JOIN = re.compile(
 # One value as a response writes it (hedge.py's candidates): a box, inline or display math,
 # bold, or a plain number / fraction / root / multiple of pi; an optional "x =" before it; no
 # operator after it ("3+5=8" is work, not a value). The first non-empty group is the value.
-MATH_VALUE = re.compile(
+_VALUE_FORMS = (
     r"(?:[a-zA-Z]\s*+=\s*+)?+(?:"
     r"\\(?:boxed|fbox)\s*+\{((?:[^{}]++|\{(?:[^{}]++|\{[^{}]*+\})*+\})*+)\}"
     r"|\$\$?([^$]{1,200}?)\$\$?"
@@ -61,10 +61,14 @@ MATH_VALUE = re.compile(
     r"|\*\*([^*]{0,100}?\d[^*]{0,100}?)\*\*"
     r"|((?:[-+]\s?)?+(?:\d*+\\[dt]?frac\{[^{}]*\}\{[^{}]*\}|\\sqrt\{[^{}]*\}|\d*\\pi"
     r"|(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?!\d)|\.\d+)(?:\s*/\s*\d+)?(?:\s*\\?%)?)"
-    r"|(" + WORDS + r")"  # six, thirty-one, one half (number_words.py)
-    r")(?!\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|ne)\b))",
-    re.DOTALL,
+    r"{words}"
+    r")(?!\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|ne)\b))"
 )
+MATH_VALUE = re.compile(_VALUE_FORMS.replace("{words}", ""), re.DOTALL)
+# the same, and a number in words (six, thirty-one, one half: number_words.py): matched where
+# a value is expected (after a lead), never searched for through a whole text (the word
+# alternative tried at every position would cost more than the rule's time budget)
+MATH_VALUE_WORDS = re.compile(_VALUE_FORMS.replace("{words}", "|(" + WORDS + ")"), re.DOTALL)
 
 
 _PLACEHOLDER = re.compile(
@@ -160,7 +164,8 @@ def _hedged_answers(text: str, where: re.Match[str] | None, pred: list[Any], box
         other = parse_boxed((as_latex(value),))
         return not other or not _is_value(other[0]) or verify_default(pred, other)
 
-    others = hedge.distinct_candidates(text, commit, (a0, a1), MATH_VALUE, same)
+    others = hedge.distinct_candidates(text, commit, (a0, a1), MATH_VALUE_WORDS, same,
+                                       scan=MATH_VALUE)
     others += [b for b in boxes if b not in others]
     if not others:
         return None
