@@ -16,12 +16,12 @@ from collections import Counter, defaultdict
 import httpx
 import pytest
 
-from reward_service.compat import label_text
 from reward_service.scorers import rule_of
 from reward_service.scorers.impl import build_scorers
-from reward_service.scorers.number_words import word_value
 from reward_service.scorers.patches import install_patches
-from reward_service.scorers.text_forms import IGNORABLE, join_digit_groups, plain_text
+from reward_service.scorers.rules.number_words import word_value
+from reward_service.scorers.rules.text_forms import IGNORABLE, join_digit_groups, plain_text
+from reward_service.server.compat import label_text
 from tests.golden.hedge_corpus import generate
 from trainer_client.integrations._common import ground_truth_text
 

@@ -88,13 +88,13 @@ from reward_service.scorers.rules.strict_values import (
     relation_as_set,
     same_text,
 )
-from reward_service.scorers.text_forms import (
+from reward_service.scorers.rules.text_forms import (
     answer_needs_forms,
     join_digit_groups,
     prepare,
     symbols_as_words,
 )
-from reward_service.scorers.think import judged_text, unclosed
+from reward_service.scorers.rules.think import judged_text, unclosed
 
 __all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "gold_form", "read_scientific",
            "strict_gold"]

@@ -9,8 +9,8 @@ from fractions import Fraction
 from typing import Any
 
 from reward_service.scorers.base import Verdict, clip
-from reward_service.scorers.number_words import WORDS, word_value
 from reward_service.scorers.rules import hedge
+from reward_service.scorers.rules.number_words import WORDS, word_value
 from reward_service.scorers.rules.numbers import (
     after_hashes,
     hashes,
@@ -19,8 +19,8 @@ from reward_service.scorers.rules.numbers import (
     last_number_span,
     to_fraction,
 )
-from reward_service.scorers.text_forms import plain_text, prepare
-from reward_service.scorers.think import judged_text, unclosed
+from reward_service.scorers.rules.text_forms import plain_text, prepare
+from reward_service.scorers.rules.think import judged_text, unclosed
 
 __all__ = ["score_choice", "score_gsm8k", "score_numeric"]
 

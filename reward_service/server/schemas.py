@@ -39,7 +39,9 @@ class ScoreItem(BaseModel):
     )
     id: str | None = Field(None, max_length=256, description="Echoed back in the result.")
     extra: dict[str, Any] | None = Field(
-        None, description="Scorer options (numeric: rel_tol, abs_tol; choice: choices)."
+        None, description="Scorer options (numeric: rel_tol, abs_tol; choice: choices; math, gsm8k, "
+        "choice, numeric: think, default true: judge only what follows </think>, an unclosed "
+        "<think> is no_answer)."
     )
 
 

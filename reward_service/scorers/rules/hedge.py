@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from reward_service.scorers.number_words import NUMBER_TOKENS, WORDS
+from reward_service.scorers.rules.number_words import NUMBER_TOKENS, WORDS
 
 __all__ = [
     "Candidate",

@@ -41,8 +41,8 @@ import sympy
 
 from reward_service.scorers.base import clip
 from reward_service.scorers.math_verify_scorer import verify_default
-from reward_service.scorers.number_words import WORDS, as_latex
 from reward_service.scorers.rules import hedge
+from reward_service.scorers.rules.number_words import WORDS, as_latex
 from reward_service.scorers.rules.strict_read import BOX, SPACES, boxed_answers, parse_boxed
 
 __all__ = ["MATH_VALUE", "hedged"]

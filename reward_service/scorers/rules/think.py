@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from reward_service.scorers.base import Verdict
-from reward_service.scorers.rules import rule_reason
-from reward_service.scorers.text_forms import join_digit_groups, plain_text, symbols_as_words
+from reward_service.scorers.rule_labels import rule_reason
+from reward_service.scorers.rules.text_forms import join_digit_groups, plain_text, symbols_as_words
 
 __all__ = ["CLOSE", "OPEN", "answer_part", "judged_text", "think_enabled", "unclosed"]
 
