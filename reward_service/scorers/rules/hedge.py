@@ -272,17 +272,17 @@ def candidates(
     if any(hint in lowered for hint in _CONDITION_HINTS):
         for lead in conditional.finditer(text, start):
             yield from emit(value.match(text, lead.end()))
-    if scan is not None:  # "six or 5": a number word before "or"
-        at = lowered.find("or")
+    if scan is not None:  # "six or 5": a number word before " or"
+        at = lowered.find(" or")
         while at >= 0:
-            o = start + at
-            before = lowered[max(0, at - 16):at].rstrip(" ,$")
-            last = before[-12:].replace("-", " ").rsplit(" ", 1)[-1]
-            if last in NUMBER_TOKENS and not lowered[at + 2 : at + 3].isalpha():
-                w = _WORD_BEFORE.search(text, max(start, o - 40), o)
-                if w is not None and after_or.match(text, o + 2):
-                    yield from emit(w)
-            at = lowered.find("or", at + 2)
+            if not lowered[at + 3 : at + 4].isalpha():
+                last = lowered[max(0, at - 14):at].rstrip(" ,$").replace("-", " ").rsplit(" ", 1)
+                if last[-1] in NUMBER_TOKENS:
+                    o = start + at + 1
+                    w = _WORD_BEFORE.search(text, max(start, o - 40), o)
+                    if w is not None and after_or.match(text, o + 2):
+                        yield from emit(w)
+            at = lowered.find(" or", at + 3)
     for m in (scan or value).finditer(text, start):
         d = _DISJUNCTIVE.match(text, m.end())
         disjunct = d is not None and after_or.match(text, d.end()) is not None  # "7 or 8": 7
