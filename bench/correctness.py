@@ -169,14 +169,16 @@ as its mantissa.
 
 
 COST_NOTE = [
-    "`math` profile, all 6,526 corpus rows, 15 ABBA pairs in one process against the merge base",
-    "(the exact code of the revision before, imported as `rs_base`), CPU time: ratio new/base",
-    "median **1.12** [min 0.90, max 1.44], verdicts on the corpus identical (0 of 6,526 differ).",
-    "Measured on a shared 2-core VM under load from other jobs (base pass 150-170 us per item,",
-    "120 us when quiet), so the bracket is wide; the 5% budget is **not** shown to hold. Where the",
-    "time goes (measured piecewise): the think cut and invisible-character pass ~2 us per item,",
-    "the lazy digit-group/symbol check ~2 us, the extended closing part (condition clauses,",
-    "number words, discard test) ~5-10 us on the ~35% of rows whose answer is correct.",
+    "`math` profile, all 6,526 corpus rows, ABBA pairs in one process against the merge base",
+    "(the exact code of the revision before, imported as `rs_base`), CPU time, ratio new/base:",
+    "median **1.05** [min 0.88, max 1.28] (15 pairs), **1.08** [0.85, 1.31] (21 pairs), **1.13**",
+    "[0.93, 1.42] (21 pairs, after the last change); verdicts identical (0 of 6,526 differ).",
+    "Measured on a shared 2-core VM under load from other jobs (a base pass 150-170 us per item,",
+    "120 us when quiet), hence the wide brackets: the 5% budget is **not** shown to hold; the",
+    "median is 5-13% over. Where the time goes (piecewise, noisy): the think cut and the",
+    "invisible-character pass ~1-2 us per item, the lazy digit-group/symbol check ~1-2 us, the",
+    "wider candidate scan of the closing part (number words after leads, condition leads, the",
+    "discard test) ~5-10 us on the rows whose answer is correct (about half).",
 ]
 
 
