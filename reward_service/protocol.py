@@ -33,6 +33,7 @@ from reward_service.scorers.base import STATUSES, Status, clip
 __all__ = [
     "Fatal",
     "FrameDecoder",
+    "Phase",
     "ProtocolError",
     "Ready",
     "Result",
@@ -80,8 +81,19 @@ class Fatal:
     reason: str
 
 
-WorkerMessage = Result | Ready | Fatal
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """The worker starts (``gold``) or ends (not ``gold``) parsing the ground truth of its
+    current item ``seq``, one it has not parsed before: a deadline that passes in between is
+    the ground truth's fault, not the response's."""
+
+    seq: int
+    gold: bool
+
+
+WorkerMessage = Result | Ready | Fatal | Phase
 _KEYS = {
+    "phase": {"op", "seq", "phase"},
     "result": {"op", "seq", "status", "extracted", "extracted_gold", "reason", "elapsed_s"},
     "ready": {"op", "pid", "sandbox"},
     "fatal": {"op", "reason"},
@@ -146,6 +158,11 @@ def parse_worker_message(raw: Any) -> WorkerMessage:
         raise ProtocolError(f"{op}: unexpected or missing keys")
     if op == "result":
         return _result(raw)
+    if op == "phase":
+        phase = raw["phase"]
+        if phase != "gold" and phase != "item":
+            raise ProtocolError("phase is not gold or item")
+        return Phase(_int(raw["seq"], "seq"), phase == "gold")
     if op == "ready":
         _int(raw["pid"], "pid")
         return Ready(_sandbox(raw["sandbox"]))

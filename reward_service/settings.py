@@ -82,6 +82,11 @@ class Settings(BaseSettings):
         5.0, gt=0, description="Wall-clock deadline per item from the moment a worker starts it."
     )
     max_timeout_s: float = Field(60.0, gt=0, description="Largest timeout_s a request may ask.")
+    bad_gold_memory_s: float = Field(
+        600.0, ge=0, description="A ground truth whose parse ran past an item's deadline is "
+        "remembered this long: every item sharing it is answered bad_ground_truth at once, "
+        "instead of each paying its own deadline. 0 turns the memory off.",
+    )
 
     # --- request limits ------------------------------------------------------------------
     max_items: int = Field(16384, ge=1, description="Items per request (more: 413).")

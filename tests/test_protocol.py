@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reward_service import control, protocol
+from reward_service.errors import RewardServiceError
 
 _MESSAGES = st.lists(
     st.dictionaries(st.text(max_size=5), st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=50)),
@@ -92,6 +93,16 @@ def test_a_valid_result_is_typed_and_long_strings_are_clipped() -> None:
     ready = protocol.parse_worker_message(
         {"op": "ready", "pid": 5, "sandbox": {"seccomp": {"status": "active", "detail": "x"}}})
     assert ready == protocol.Ready({"seccomp": {"status": "active", "detail": "x"}})
+    assert protocol.parse_worker_message({"op": "phase", "seq": 7, "phase": "gold"}) == \
+        protocol.Phase(7, gold=True)
+    assert protocol.parse_worker_message({"op": "phase", "seq": 7, "phase": "item"}) == \
+        protocol.Phase(7, gold=False)
+
+
+def test_control_error_is_in_the_error_tree() -> None:
+    with pytest.raises(RewardServiceError) as info:
+        control.decode(b"not json")
+    assert isinstance(info.value, control.ControlError | protocol.ProtocolError)
 
 
 @pytest.mark.parametrize(
@@ -112,6 +123,9 @@ def test_a_valid_result_is_typed_and_long_strings_are_clipped() -> None:
         {"op": "ready", "pid": 5, "sandbox": {"seccomp": "active"}},
         {"op": "ready", "pid": 5, "sandbox": [1]},
         {"op": "exec", "code": "..."},
+        {"op": "phase", "seq": 7, "phase": "response"},
+        {"op": "phase", "seq": "7", "phase": "gold"},
+        {"op": "phase", "seq": 7},
         [1, 2],
         "result",
     ],

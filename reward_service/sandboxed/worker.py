@@ -23,7 +23,7 @@ from reward_service import protocol
 from reward_service.sandboxed.sandbox import SandboxConfig, apply_sandbox, report_dict
 from reward_service.scorers.base import Verdict, clip
 
-__all__ = ["PROBE_PREFIX", "WARMUP", "serve"]
+__all__ = ["GOLD_PHASE", "PROBE_PREFIX", "WARMUP", "serve"]
 
 ScoreFn = Callable[[str, str, Mapping[str, Any]], Verdict]
 ProbeFn = Callable[[str, str], Verdict]  # (name, argument JSON) -> verdict
@@ -40,6 +40,25 @@ WARMUP = (
     ("numeric", "\\boxed{0.333}", "1/3"),
     ("choice", "The answer is (B).", "B"),
 )
+
+
+class _GoldPhase:
+    """Called by the scorers around the parse of a ground truth they have not parsed before
+    (``MathVerifyScorer(on_gold_parse=...)``, built in the zygote): in a worker, a ``phase``
+    frame to the supervisor, so that a deadline passed while parsing a ground truth is
+    blamed on the ground truth (``bad_ground_truth`` for every item that shares it) and not
+    on each response in turn. A no-op in the zygote (no result pipe yet)."""
+
+    fd: int | None = None
+    seq: int = -1
+
+    def __call__(self, parsing: bool) -> None:
+        if self.fd is not None:
+            protocol.write_all(self.fd, protocol.encode(
+                {"op": "phase", "seq": self.seq, "phase": "gold" if parsing else "item"}))
+
+
+GOLD_PHASE = _GoldPhase()
 
 
 def _score_one(scorers: Mapping[str, ScoreFn], probe: ProbeFn | None, item: list[Any]) -> Verdict:
@@ -79,6 +98,7 @@ def serve(
         return 3
     ready = {"op": "ready", "pid": os.getpid(), "sandbox": report_dict(report)}
     protocol.write_all(out_fd, protocol.encode(ready))
+    GOLD_PHASE.fd = out_fd
     while True:
         msg = protocol.read_frame(in_fd)
         if msg is None:
@@ -86,6 +106,7 @@ def serve(
         if msg.get("op") != "score":
             continue
         for item in msg["items"]:
+            GOLD_PHASE.seq = item[0]
             t0 = time.perf_counter()
             verdict = _score_one(scorers, probe, item)
             elapsed = time.perf_counter() - t0

@@ -62,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     set_parent_death_signal(server_pid)
     sock = socket.socket(fileno=cfg["ctrl_fd"])
 
-    from reward_service.sandboxed.worker import WARMUP, serve
+    from reward_service.sandboxed.worker import GOLD_PHASE, WARMUP, serve
     from reward_service.scorers.impl import build_scorers  # heavy: math-verify, sympy
     from reward_service.scorers.patches import dfa_states, install_patches, warm_parser
 
     configure_logging("warning")  # stderr is the server's: a refused patch is seen there
     if cfg.get("library_patches", True):  # REWARD_LIBRARY_PATCHES; on a version they were not
         install_patches()  # proven on, none (an ERROR line on stderr): once, before the fork
-    scorers = build_scorers()
+    scorers = build_scorers(on_gold_parse=GOLD_PHASE)  # phase frames, once in a worker
     for scorer, response, gold in WARMUP:
         scorers[scorer](response, gold, {})
     warmup_s = warm_parser() if cfg.get("warm_parser", True) else 0.0  # scorers/patches/warmup.py

@@ -16,8 +16,10 @@ __all__ = ["ScoreFn", "build_scorers"]
 ScoreFn = Callable[[str, str, Mapping[str, Any]], Verdict]
 
 
-def build_scorers() -> dict[str, ScoreFn]:
-    stock = MathVerifyScorer()
+def build_scorers(*, on_gold_parse: Callable[[bool], None] | None = None) -> dict[str, ScoreFn]:
+    """The table; ``on_gold_parse`` is called around each parse of a ground truth not parsed
+    before, by ``math`` and ``math_verify`` (the worker's ``phase`` frames)."""
+    stock = MathVerifyScorer(on_gold_parse=on_gold_parse)
     table: dict[str, ScoreFn] = {
         "math": MathStrictScorer(stock),  # shares the parsed-gold cache with math_verify
         "math_verify": stock,

@@ -31,8 +31,9 @@ Public API for scorers that build on this one (``math_strict.py``): :meth:`parse
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -85,6 +86,21 @@ def _install_tap() -> _ErrorTap:
             lg.setLevel(logging.DEBUG)
             lg.propagate = False
     return _TAP
+
+
+def _evaluate_alone(parsed: list[Any]) -> None:
+    """What ``verify`` does to a gold by itself before it compares it with anything:
+    math-verify 0.9.0's ``sympy_numeric_eq`` evaluates both sides with ``doit()``. A gold such
+    as ``2^{2^{2^{2^{20}}}}`` parses in milliseconds and then hangs there, for every answer.
+    Done here, inside the worker's gold phase, that hang is the gold's (``bad_ground_truth``
+    for every item that shares it, ``server/pool/bad_golds.py``), not each response's. The
+    result is not kept (sympy's own cache remembers it for the ``verify`` that follows):
+    verdicts are unchanged."""
+    for value in parsed:
+        if isinstance(value, Basic):
+            # as math-verify's safe_sympy_doit: an error here, verify meets again and handles
+            with contextlib.suppress(Exception):
+                value.doit()
 
 
 def boxed_gold(ground_truth: str) -> str:
@@ -236,7 +252,9 @@ def verify_default(gold: list[Any], pred: list[Any]) -> bool:
 class MathVerifyScorer:
     name = "math_verify"
 
-    def __init__(self, gold_cache_size: int = 4096, verdict_cache_size: int = 16384) -> None:
+    def __init__(self, gold_cache_size: int = 4096, verdict_cache_size: int = 16384, *,
+                 on_gold_parse: Callable[[bool], None] | None = None) -> None:
+        self._on_gold_parse = on_gold_parse  # True before a gold is parsed, False after
         self._tap = _install_tap()
         self._gold = LRU(gold_cache_size)  # gold text → parse(gold text)
         self._verdicts = LRU(verdict_cache_size)  # (gold text, answer key) → verify's result
@@ -262,11 +280,20 @@ class MathVerifyScorer:
 
     def parse_gold(self, gold_text: str) -> list[Any]:
         """``parse(gold_text)`` (default configs), cached per scorer; a parse that hit a
-        resource error is not remembered."""
+        resource error is not remembered. A parse that is not a cache hit is announced to
+        ``on_gold_parse`` (before: True, after: False), and with a hook the gold is also
+        evaluated alone in between (:func:`_evaluate_alone`), so a deadline passed there is
+        the gold's."""
         hit: list[Any] | None = self._gold.get(gold_text)
         if hit is not None:
             return hit
+        hook = self._on_gold_parse
+        if hook is not None:
+            hook(True)
         parsed = parse(gold_text, parsing_timeout=None)  # type: ignore[arg-type]
+        if hook is not None:
+            _evaluate_alone(parsed)
+            hook(False)
         if self._tap.resource_error is None:
             self._gold.put(gold_text, parsed)
         return parsed

@@ -237,7 +237,14 @@ class Crew:
             self.kill(w, reason_key="protocol", why=f"worker sent an invalid message: {exc}")
             return
         if isinstance(msg, protocol.Result):
+            w.gold_seq = -1
             self._events.on_result(w, msg)
+        elif isinstance(msg, protocol.Phase):
+            cur = w.current()
+            if cur is None or cur.seq != msg.seq:
+                self.kill(w, reason_key="protocol", why="worker sent a phase for another item")
+                return
+            w.gold_seq = msg.seq if msg.gold else -1
         elif isinstance(msg, protocol.Ready):
             self._on_ready(w, msg)
         else:

@@ -7,7 +7,7 @@ requeues what a dead worker held, and runs the watchdog. Processes are the crew'
 (``crew.py``); this module sees workers only as records with a queue of chunks.
 
 * **Timeout**: the watchdog has the crew SIGKILL the worker's process group; the item becomes
-  ``timeout``, the worker's unstarted items go back to the front of the queue, a warm spare
+  ``timeout`` (``bad_ground_truth`` while its gold was being parsed: ``bad_golds.py``), the worker's unstarted items go back to the front of the queue, a warm spare
   becomes active (capacity never drops), and a new spare is spawned.
 * **Crash** (segfault, OOM kill, exit): the same; the item becomes ``error`` with the exit
   status once the crew has reaped the process. A crash is not a timeout.
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from reward_service import protocol
 from reward_service.errors import DrainingError, OverloadedError, PoolStartError
 from reward_service.scorers.base import Verdict
+from reward_service.server.pool.bad_golds import BadGolds
 from reward_service.server.pool.crew import Crew, Worker, WorkerState
 from reward_service.server.pool.fairqueue import FairQueue
 from reward_service.server.pool.records import (
@@ -65,6 +66,7 @@ class WorkerPool:
         self._message_items = metrics.message_items if metrics is not None else None
         self.messages_sent = 0  # score messages sent to workers (tests read it)
         self._queue = FairQueue()
+        self._bad_golds = BadGolds(settings.bad_gold_memory_s)  # golds too slow to parse
         self._seq = itertools.count()
         self._outstanding = 0
         self._draining = False  # no new submissions (SIGTERM); in-flight work still runs
@@ -211,7 +213,10 @@ class WorkerPool:
         seq = self._seq
         pendings = [Pending(t, req, i, next(seq)) for i, t in enumerate(tasks)]
         self._outstanding += n
-        for items in deal(pendings, chunk_sizes(n, self._s.chunk_size, self._s.workers)):
+        if self._bad_golds:  # items whose gold is known to be too slow to parse: answered now
+            pendings = [p for p in pendings if not self._bad_golds.settle(p, self._resolve)]
+        for items in deal(pendings, chunk_sizes(len(pendings), self._s.chunk_size,
+                                                self._s.workers)):
             self._queue.push(Chunk(items))
         if not self._pump_soon:  # requests that arrive in the same loop turn share messages
             self._pump_soon = True
@@ -262,7 +267,8 @@ class WorkerPool:
             if chunk is None:
                 return items if packed else None
             packed.add(chunk.req)
-            wanted = [p for p in chunk.items if p.wanted]
+            wanted = [p for p in chunk.items
+                      if p.wanted and not (self._bad_golds and self._bad_golds.settle(p, self._resolve))]
             for p in wanted:
                 p.req.on_workers += 1  # before the next pop: it picks the least served
             items += wanted
@@ -351,14 +357,17 @@ class WorkerPool:
             self._watch_error = failed
 
     def _enforce_deadlines(self, now: float) -> None:
-        """Kill the worker whose current item ran past its deadline; the item is ``timeout``."""
+        """Kill the worker whose current item ran past its deadline; the item is ``timeout``,
+        or ``bad_ground_truth`` when the worker was parsing its gold (``bad_golds.py``)."""
         for w in list(self._crew.workers):
             if w.state not in ("active", "retiring"):
                 continue
             cur = w.current()
-            if cur is not None and now - w.since > cur.task.timeout_s:
-                reason = f"deadline of {cur.task.timeout_s:g}s exceeded"
-                self._resolve(cur, Verdict("timeout", reason=reason), now - w.since)
+            took = now - w.since
+            if cur is not None and took > cur.task.timeout_s:
+                verdict = (self._bad_golds.add(cur.task, took) if w.gold_seq == cur.seq else
+                           Verdict("timeout", reason=f"deadline of {cur.task.timeout_s:g}s exceeded"))
+                self._resolve(cur, verdict, took)
                 self._crew.kill(w, reason_key="timeout")
 
     def _give_up_without_workers(self, now: float) -> None:

@@ -26,6 +26,7 @@ class Worker:
     inflight: deque[Chunk] = field(default_factory=deque)
     by_seq: dict[int, Pending] = field(default_factory=dict)
     since: float = 0.0  # when its current item started
+    gold_seq: int = -1  # the item whose ground truth it is parsing (a ``phase`` frame), if any
     stop_deadline: float = 0.0
     items_done: int = 0
     rss_checked_at: float = 0.0
