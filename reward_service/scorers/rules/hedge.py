@@ -88,6 +88,11 @@ ALT_WORD = "(?:" + _ALT_WORDS + "|" + _CONDITIONAL_ALT + ")"
 _CONDITION_HINTS = ("if ", "if,", "unless", "assum", "provided", "suppos", "in case", "which case",
                     "other case", "reading", "interpretation", "convention", "counting",
                     "other count", "other view")
+# the hints as one search of the closing part (each is lower-case ASCII: case-insensitive is
+# the same as a search of the lowered text, without a copy)
+_HINTS = re.compile("|".join(map(re.escape, _CONDITION_HINTS)), re.IGNORECASE)
+_OTHERWISE = re.compile("otherwise", re.IGNORECASE)
+_OR_NOT_LETTER = re.compile(r" or(?![^\W\d_])", re.IGNORECASE)  # " or", no letter after it
 # a condition a value is offered under, before the value ("if we count the start, 6";
 # "assuming order matters: 6") or after it ("6 if we count the start", "6 unless ...")
 CONDITION = r"(?:if|unless|assuming|provided|supposing|in\s++case|" + OTHER_READING + ")"
@@ -268,26 +273,26 @@ def candidates(
 
     for lead in led.finditer(text, start):
         yield from emit(value.match(text, lead.end()))
-    lowered = text[start:].lower()
-    if any(hint in lowered for hint in _CONDITION_HINTS):
+    conditions = _HINTS.search(text, start) is not None
+    if conditions:
         for lead in conditional.finditer(text, start):
             yield from emit(value.match(text, lead.end()))
+    # a value followed by a condition needs a condition word (or "otherwise") in the part
+    after_condition = conditions or _OTHERWISE.search(text, start) is not None
     if scan is not None:  # "six or 5": a number word before " or"
-        at = lowered.find(" or")
-        while at >= 0:
-            if not lowered[at + 3 : at + 4].isalpha():
-                last = lowered[max(0, at - 14):at].rstrip(" ,$").replace("-", " ").rsplit(" ", 1)
-                if last[-1] in NUMBER_TOKENS:
-                    o = start + at + 1
-                    w = _WORD_BEFORE.search(text, max(start, o - 40), o)
-                    if w is not None and after_or.match(text, o + 2):
-                        yield from emit(w)
-            at = lowered.find(" or", at + 3)
+        for word_or in _OR_NOT_LETTER.finditer(text, start):
+            at = word_or.start()
+            last = text[max(start, at - 14):at].lower().rstrip(" ,$").replace("-", " ")
+            if last.rsplit(" ", 1)[-1] in NUMBER_TOKENS:
+                w = _WORD_BEFORE.search(text, max(start, at - 39), at + 1)
+                if w is not None and after_or.match(text, at + 3):
+                    yield from emit(w)
     for m in (scan or value).finditer(text, start):
         d = _DISJUNCTIVE.match(text, m.end())
         disjunct = d is not None and after_or.match(text, d.end()) is not None  # "7 or 8": 7
-        offered = _CONDITION_AFTER.match(text, m.end()) is not None and _OPENS_PART.search(
-            text, max(start, m.start() - 12), m.start()) is not None  # "(6 if we count ...)"
+        offered = after_condition and _CONDITION_AFTER.match(text, m.end()) is not None \
+            and _OPENS_PART.search(text, max(start, m.start() - 12), m.start()) is not None
+        # ^ "(6 if we count ...)"
         if disjunct or offered:
             yield from emit(m)
     joined = joined_to.match(text, a1)

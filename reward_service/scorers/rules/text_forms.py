@@ -110,6 +110,7 @@ def prepare(text: str) -> str:
 
 
 _BEFORE = 200  # how far before the final answer a symbol is looked for
+_SYMBOL_HINT = re.compile(r"\||\\lor|\\vee|\\mid|or ?\}|\u2228")  # a superset of _SYMBOL_OR
 
 
 def answer_needs_forms(text: str, start: int, end: int) -> bool:
@@ -120,6 +121,4 @@ def answer_needs_forms(text: str, start: int, end: int) -> bool:
     the library reads its answer from the end (``tail_scan``)."""
     if _GROUP_HINT.search(text, max(0, start - 8)) is not None:  # the lead may stand before
         return True
-    near = text[max(0, start - _BEFORE):]
-    return ("|" in near or "\\lor" in near or "\\vee" in near or "\\mid" in near
-            or "or}" in near or "or }" in near or "\u2228" in near)
+    return _SYMBOL_HINT.search(text, max(0, start - _BEFORE)) is not None
