@@ -1,4 +1,5 @@
-"""The Ray Serve app (deploy/ray/reward_app.py): real Ray on CPU, 2 replicas, scored over HTTP.
+"""The Ray Serve app (deploy/ray/reward_app.py): real Ray on CPU, 2 replicas, scored over HTTP
+and through the deployment handle (``RayRewardClient``).
 
 Starts a local Ray (2 CPUs, no dashboard), Serve's HTTP proxy on a free loopback port, and two
 replicas of one worker each; each replica's FastAPI lifespan starts its own pool (its own
@@ -11,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -127,7 +129,22 @@ def test_policy_scales_on_outstanding_items(reward_app: object) -> None:
     assert policy(ctx([50_000, 50_000], 2))[0] == 8  # capped at max_replicas
 
 
-def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
+@dataclass
+class Deployed:
+    """The module's one Serve deployment (2 replicas of 1 worker) and what its start saw."""
+
+    app_name: str
+    base: str
+    picked: list[int]
+    started_s: float
+    replica_pids: set[int] = field(default_factory=set)
+    zygotes: list[int] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def deployed(reward_app: object) -> Iterator[Deployed]:
+    """Started once for the tests that need real replicas; on teardown, the replicas' lifespan
+    shutdown must take every zygote and replica down."""
     from bench.ray_bench import local_serve
 
     app_name = f"reward-test-{os.getpid()}"
@@ -141,60 +158,112 @@ def test_two_replicas_score_over_serve_http(reward_app: object) -> None:
         return picked[-1]
 
     t0 = time.monotonic()
-    replica_pids: set[int] = set()
-    zygotes: list[int] = []
     app = reward_app.build_app(  # type: ignore[attr-defined]
         {"settings": {"workers": 1, "spares": 0, "cache_items": 0}, "num_replicas": 2}
     )
     with taken, local_serve(app, app_name, pick_port=pick_port, ready_timeout_s=120) as base:
-        # the first port was taken: the proxy failed there and Serve restarted on the next
-        assert len(picked) == 2 and base == f"http://127.0.0.1:{picked[1]}", (picked, base)
-        status = serve.status().applications[app_name].deployments["reward-service"]
-        assert status.replica_states.get("RUNNING") == 2, status
-        started_s = time.monotonic() - t0
-        replica_pids = _processes_titled(f"ray::ServeReplica:{app_name}:".encode())
-        assert len(replica_pids) == 2, replica_pids
-        zygotes = _zygotes_under(replica_pids)
-        assert len(zygotes) == 2, zygotes  # one pool (one zygote) per replica actor
-
-        with httpx.Client(base_url=base, timeout=60.0) as client:
-            for _ in range(4):  # several requests: the proxy spreads them over both replicas
-                r = client.post("/v1/score", json={"items": [item for item, _ in ITEMS]})
-                assert r.status_code == 200, r.text
-                assert [x["status"] for x in r.json()["results"]] == [s for _, s in ITEMS]
-            info = client.get("/v1/info").json()
-            assert info["workers"]["configured"] == 1
-            assert set(info["sandbox"]["layers"]) >= {"rlimits", "seccomp"}
-            # malformed input is still a 422 from the service, not a Serve error
-            assert client.post("/v1/score", json={"items": "nope"}).status_code == 422
-
-        # one large request is split over both replicas: both pools score a part of it
-        big = [{"response": f"so the answer is $\\boxed{{{i}}}$.",
-                "ground_truth": str(i if i % 3 else i + 1), "id": str(i)} for i in range(480)]
-        cpu0 = [total_cpu_seconds(descendants_of(pid)) for pid in replica_pids]
-        with httpx.Client(base_url=base, timeout=120.0) as client:
-            r = client.post("/v1/score", json={"items": big})
-        assert r.status_code == 200, r.text
-        reply = r.json()
-        assert [x["id"] for x in reply["results"]] == [x["id"] for x in big]
-        assert [x["status"] for x in reply["results"]] == [
-            "correct" if i % 3 else "incorrect" for i in range(480)]
-        assert reply["count"] == 480 and reply["statuses"]["correct"] == 320
-        used = [total_cpu_seconds(descendants_of(pid)) - c for pid, c in zip(replica_pids, cpu0, strict=True)]
-        assert min(used) > 0.02, used
-        # an error in a split request is the plain service's: the whole body is answered by
-        # one app, so the 422 names the item's index in the request (the part alone would
-        # say item 140, its index in the second part)
-        bad = [dict(x) for x in big[:400]]
-        bad[340]["scorer"] = "no-such-scorer"
-        with httpx.Client(base_url=base, timeout=120.0) as client:
-            r = client.post("/v1/score", json={"items": bad})
-        assert r.status_code == 422, r.text
-        assert [e["loc"] for e in r.json()["detail"]] == [["body", "items", 340, "scorer"]], r.text
-        print(f"ray serve: 2 replicas ready after {started_s:.1f}s; split request CPU s {used}")
+        d = Deployed(app_name, base, picked, time.monotonic() - t0)
+        d.replica_pids = _processes_titled(f"ray::ServeReplica:{app_name}:".encode())
+        d.zygotes = _zygotes_under(d.replica_pids)
+        yield d
     # replica teardown ran the lifespan shutdown: pool.stop() took the zygotes down
-    assert wait_until(lambda: not any(alive(p) for p in zygotes), timeout_s=30), zygotes
-    assert wait_until(lambda: not any(alive(p) for p in replica_pids), timeout_s=30)
+    assert wait_until(lambda: not any(alive(p) for p in d.zygotes), timeout_s=30), d.zygotes
+    assert wait_until(lambda: not any(alive(p) for p in d.replica_pids), timeout_s=30)
+
+
+def test_two_replicas_score_over_serve_http(deployed: Deployed) -> None:
+    app_name, base, picked = deployed.app_name, deployed.base, deployed.picked
+    # the first port was taken: the proxy failed there and Serve restarted on the next
+    assert len(picked) == 2 and base == f"http://127.0.0.1:{picked[1]}", (picked, base)
+    status = serve.status().applications[app_name].deployments["reward-service"]
+    assert status.replica_states.get("RUNNING") == 2, status
+    replica_pids = deployed.replica_pids
+    assert len(replica_pids) == 2, replica_pids
+    assert len(deployed.zygotes) == 2, deployed.zygotes  # one pool (one zygote) per replica
+
+    with httpx.Client(base_url=base, timeout=60.0) as client:
+        for _ in range(4):  # several requests: the proxy spreads them over both replicas
+            r = client.post("/v1/score", json={"items": [item for item, _ in ITEMS]})
+            assert r.status_code == 200, r.text
+            assert [x["status"] for x in r.json()["results"]] == [s for _, s in ITEMS]
+        info = client.get("/v1/info").json()
+        assert info["workers"]["configured"] == 1
+        assert set(info["sandbox"]["layers"]) >= {"rlimits", "seccomp"}
+        # malformed input is still a 422 from the service, not a Serve error
+        assert client.post("/v1/score", json={"items": "nope"}).status_code == 422
+
+    # one large request is split over both replicas: both pools score a part of it
+    big = [{"response": f"so the answer is $\\boxed{{{i}}}$.",
+            "ground_truth": str(i if i % 3 else i + 1), "id": str(i)} for i in range(480)]
+    cpu0 = [total_cpu_seconds(descendants_of(pid)) for pid in replica_pids]
+    with httpx.Client(base_url=base, timeout=120.0) as client:
+        r = client.post("/v1/score", json={"items": big})
+    assert r.status_code == 200, r.text
+    reply = r.json()
+    assert [x["id"] for x in reply["results"]] == [x["id"] for x in big]
+    assert [x["status"] for x in reply["results"]] == [
+        "correct" if i % 3 else "incorrect" for i in range(480)]
+    assert reply["count"] == 480 and reply["statuses"]["correct"] == 320
+    used = [total_cpu_seconds(descendants_of(pid)) - c
+            for pid, c in zip(replica_pids, cpu0, strict=True)]
+    assert min(used) > 0.02, used
+    # an error in a split request is the plain service's: the whole body is answered by
+    # one app, so the 422 names the item's index in the request (the part alone would
+    # say item 140, its index in the second part)
+    bad = [dict(x) for x in big[:400]]
+    bad[340]["scorer"] = "no-such-scorer"
+    with httpx.Client(base_url=base, timeout=120.0) as client:
+        r = client.post("/v1/score", json={"items": bad})
+    assert r.status_code == 422, r.text
+    assert [e["loc"] for e in r.json()["detail"]] == [["body", "items", 340, "scorer"]], r.text
+    print(f"ray serve: 2 replicas ready after {deployed.started_s:.1f}s; split request CPU s "
+          f"{used}")
+
+
+def test_handle_clients_answer_as_http_does(deployed: Deployed) -> None:
+    """``RayRewardClient`` and ``AsyncRayRewardClient`` through the deployment's handle, no
+    proxy: the results are HTTP's, field for field, chunked over both replicas; a per-item
+    failure is a status; a bad request is the client's ``RewardValidationError`` with the
+    service's own 422 detail; a handle method given a document answers as its bytes do."""
+    import asyncio
+
+    import orjson
+
+    from trainer_client.errors import RewardValidationError
+    from trainer_client.reward_client import (
+        AsyncRayRewardClient,
+        RayClientSettings,
+        RayRewardClient,
+    )
+
+    items = [item for item, _ in ITEMS] + [{"response": "\\boxed{3}", "ground_truth": ""}]
+    statuses = [s for _, s in ITEMS] + ["bad_ground_truth"]
+    with httpx.Client(base_url=deployed.base, timeout=60.0) as client:
+        over_http = client.post("/v1/score", json={"items": items * 2}).json()["results"]
+    settings = RayClientSettings(app_name=deployed.app_name, chunk_size=4)  # 3 chunks
+    with RayRewardClient(settings) as ray_client:
+        assert ray_client.wait_ready(timeout_s=30) == settings.urls[0]
+        results = ray_client.score(items * 2)
+        assert [r.status for r in results] == statuses * 2
+        fields = ("score", "status", "extracted", "scorer", "scorer_version", "reason", "id")
+        assert [[getattr(r, f) for f in fields] for r in results] == [
+            [x[f] for f in fields] for x in over_http]
+        with pytest.raises(RewardValidationError) as bad:
+            ray_client.score([*items[:2], {**items[0], "scorer": "no-such-scorer"}])
+        assert bad.value.status_code == 422, bad.value.body
+        assert [e["loc"] for e in orjson.loads(bad.value.body)["detail"]] == [
+            ["body", "items", 2, "scorer"]], bad.value.body
+
+    async def main() -> list[str]:
+        async with AsyncRayRewardClient(settings) as c:
+            await c.wait_ready(timeout_s=30)
+            got = await asyncio.gather(c.score(items[:3]), c.score(items[3:]))  # coalesced
+            return [r.status for part in got for r in part]
+
+    assert asyncio.run(main()) == statuses
+    handle = serve.get_deployment_handle("reward-service", deployed.app_name)
+    status, _, body = handle.score.remote({"items": "nope"}).result(timeout_s=30)
+    assert status == 422 and b"items" in body, body
 
 
 def test_build_app_rejects_unknown_args(reward_app: object) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["FanOut", "call_app", "merge_replies", "split_body"]
+__all__ = ["FanOut", "answer", "call_app", "merge_replies", "split_body"]
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -83,17 +83,26 @@ def _app_path(scope: Scope) -> str:
     return path[len(root):] if root and path.startswith(root) else path
 
 
-def _scope(path: str, headers: Headers, length: int) -> Scope:
+def _scope(method: str, path: str, headers: Headers, length: int) -> Scope:
     kept = [(k, v) for k, v in headers if k.lower() != b"content-length"]
     return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-            "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+            "method": method, "scheme": "http", "path": path, "raw_path": path.encode(),
             "root_path": "", "query_string": b"", "client": None, "server": None,
             "headers": [*kept, (b"content-length", str(length).encode())]}
 
 
 async def call_app(app: App, path: str, headers: Headers, body: bytes) -> tuple[int, bytes]:
     """``POST path`` to the ASGI ``app`` in this process: (status, response body)."""
+    status, _, reply = await answer(app, "POST", path, headers, body)
+    return status, reply
+
+
+async def answer(app: App, method: str, path: str, headers: Headers,
+                 body: bytes) -> tuple[int, Headers, bytes]:
+    """``method path`` with ``body`` to the ASGI ``app`` in this process, as a client on a
+    connection would send it: (status, response headers, response body)."""
     status = 500
+    reply_headers: Headers = []
     chunks: list[bytes] = []
     delivered = False
     never = asyncio.Event()  # the caller stays connected until the app has answered
@@ -107,14 +116,15 @@ async def call_app(app: App, path: str, headers: Headers, body: bytes) -> tuple[
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
-        nonlocal status
+        nonlocal status, reply_headers
         if message["type"] == "http.response.start":
             status = int(message["status"])
+            reply_headers = list(message.get("headers", ()))
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
-    await app(_scope(path, headers, len(body)), receive, send)
-    return status, b"".join(chunks)
+    await app(_scope(method, path, headers, len(body)), receive, send)
+    return status, reply_headers, b"".join(chunks)
 
 
 class FanOut:

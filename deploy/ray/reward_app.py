@@ -17,6 +17,13 @@ refuses to start fails instead of serving) and when it stops (``pool.stop()``: w
 EOF, then SIGKILL, nothing left running). The replica reserves ``workers`` CPUs, so Ray places
 replicas where cores are free and a 2-core node holds one 2-worker replica.
 
+A trainer that runs on the cluster can skip the HTTP proxy: ``RayRewardClient`` (in
+``trainer_client.reward_client``) calls the replicas' :meth:`RewardService.score` through the
+deployment's handle, with the HTTP client's chunking, retries and per-item statuses. The
+method hands the body to the same ASGI app that serves ``POST /v1/score`` (its token check,
+body limits, validation, ``ScoringService``), so every answer, 422 and 503 included, is the
+one HTTP gives.
+
 One large ``/v1/score`` request that reaches an idle replica is split over the replicas
 (``fanout.py``): Serve alone routes a whole request to one replica, so one 512-item request at
 a time would leave the others idle. A replica with work in hand scores a request whole.
@@ -28,10 +35,12 @@ says little), and never below what ongoing requests ask for.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
-from fanout import FanOut, Headers, call_app
+import orjson
+from fanout import FanOut, Headers, answer, call_app
 from ray import serve
 from ray.serve import Application
 from ray.serve.config import AutoscalingContext
@@ -68,6 +77,15 @@ class QueueDepthPolicy:
         return max(low, min(high, wanted)), ctx.policy_state
 
 
+def _encode(doc: dict[str, Any]) -> bytes:
+    """A body given as a document: orjson, or the standard library for what orjson refuses
+    (lone surrogates, huge integers), so that the app answers it with its 422."""
+    try:
+        return orjson.dumps(doc)
+    except TypeError:
+        return json.dumps(doc).encode()
+
+
 @serve.ingress()  # late-bound: the app is built in the replica, by __serve_build_asgi_app__
 class RewardService:
     """One Serve replica: one FastAPI app and one worker pool."""
@@ -79,17 +97,34 @@ class RewardService:
         self._fanout = fanout
         self._min_part = min_part
         self._app: Any = None
+        self._asgi: Any = None  # what Serve's proxy calls: the app, or FanOut around it
         self._peers: Any = None  # this deployment's handle, made on first use
 
     def __serve_build_asgi_app__(self) -> Any:
-        self._app = create_app(self._settings)
+        self._app = self._asgi = create_app(self._settings)
         if self._fanout < 2:
             return self._app  # Serve runs its lifespan next: the pool starts here
         s = self._settings
-        return FanOut(self._app, self._score_elsewhere, parts=self._fanout,
-                      min_part=self._min_part, max_items=s.max_items,
-                      max_body_bytes=s.max_body_bytes, body_timeout_s=s.body_timeout_s,
-                      backlog=self._backlog)
+        self._asgi = FanOut(self._app, self._score_elsewhere, parts=self._fanout,
+                            min_part=self._min_part, max_items=s.max_items,
+                            max_body_bytes=s.max_body_bytes, body_timeout_s=s.body_timeout_s,
+                            backlog=self._backlog)
+        return self._asgi
+
+    async def score(self, body: bytes | dict[str, Any],
+                    headers: Headers | None = None) -> tuple[int, Headers, bytes]:
+        """``POST /v1/score`` from a deployment handle (``RayRewardClient``): ``body`` is the
+        request's body (bytes), or the same JSON document as a dict; ``headers`` the request's
+        other headers (``authorization``). Answered by what answers Serve's proxy (the app,
+        split over the replicas as an HTTP request would be): (status, headers, body)."""
+        raw = body if isinstance(body, bytes) else _encode(body)
+        return await answer(self._asgi, "POST", "/v1/score",
+                            [(b"content-type", b"application/json"), *(headers or ())], raw)
+
+    async def readyz(self) -> int:
+        """``GET /readyz``'s status from a deployment handle (200: ready)."""
+        status, _, _ = await answer(self._app, "GET", "/readyz", [], b"")
+        return status
 
     def _backlog(self) -> int:
         return int(self._app.state.pool.status().outstanding_items)

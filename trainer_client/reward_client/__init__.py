@@ -1,4 +1,5 @@
-"""HTTP client for the reward service's ``POST /v1/score`` (sync and async, httpx).
+"""Clients for the reward service's ``POST /v1/score``: over HTTP (httpx) or a Ray Serve
+handle, sync and async.
 
     from trainer_client.reward_client import RewardClient, RewardClientSettings, ScoreItem
 
@@ -7,6 +8,12 @@
         client.wait_ready(timeout_s=30)
         results = client.score([ScoreItem(response="7", ground_truth="7", scorer="gsm8k")])
         rewards = [reward_or_none(r) for r in results]      # TRL's list[float | None]
+
+On a Ray cluster that runs the Serve app (``deploy/ray/``), :class:`RayRewardClient` and
+:class:`AsyncRayRewardClient` give the same API and guarantees over the deployment's handle,
+skipping Serve's HTTP proxy (see :mod:`._ray` and docs/deploy.md, "Which client"): use them
+in a process of that cluster (a verl/OpenRLHF worker under ``ray.init``); use
+``RewardClient`` anywhere else, and against the plain service.
 
 What the client guarantees:
 
@@ -46,9 +53,12 @@ The package, one job a module (``__init__`` only re-exports):
 ``_retry``         the retry core: backoff, ``Retry-After``, failover, reply to error tree,
                    written once as plans that both clients drive
 ``_base``          what both clients share (headers, limits, chunking, the preferred URL)
-``_sync``          ``RewardClient``: threads, 413 splitting, stop event
-``_async``         ``AsyncRewardClient``: tasks, 413 splitting
-``_coalescer``     the async client's sharing of requests between concurrent calls
+``_sync``          ``SyncClient`` (threads, 413 splitting, stop event) and ``RewardClient``,
+                   it over httpx
+``_async``         ``AsyncClient`` (tasks, 413 splitting) and ``AsyncRewardClient``
+``_coalescer``     the async clients' sharing of requests between concurrent calls
+``_ray``           ``RayRewardClient``, ``AsyncRayRewardClient``: the same over a Ray Serve
+                   deployment handle (Ray imported only when one is built)
 =================  ===========================================================================
 """
 
@@ -60,13 +70,27 @@ from trainer_client.reward_client._models import (
     Status,
     reward_or_none,
 )
+from trainer_client.reward_client._ray import (
+    AsyncRayRewardClient,
+    RayClientSettings,
+    RayRewardClient,
+)
 from trainer_client.reward_client._retry import backoff_delay, parse_retry_after
-from trainer_client.reward_client._settings import RetryPolicy, RewardClientSettings, Timeout
+from trainer_client.reward_client._settings import (
+    ClientSettings,
+    RetryPolicy,
+    RewardClientSettings,
+    Timeout,
+)
 from trainer_client.reward_client._sync import RewardClient
 
 __all__ = [
     "AVAILABLE_STATUSES",
+    "AsyncRayRewardClient",
     "AsyncRewardClient",
+    "ClientSettings",
+    "RayClientSettings",
+    "RayRewardClient",
     "RetryPolicy",
     "RewardClient",
     "RewardClientSettings",

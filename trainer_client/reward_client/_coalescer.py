@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from trainer_client.reward_client._chunks import ENVELOPE_BYTES
 from trainer_client.reward_client._models import ScoreResult
-from trainer_client.reward_client._settings import RewardClientSettings
+from trainer_client.reward_client._settings import ClientSettings
 
 
 class Batch:
@@ -30,7 +30,7 @@ class Coalescer:
     leaves the batch going for the others."""
 
     def __init__(self, send: Callable[[list[bytes], float | None], Awaitable[list[ScoreResult]]],
-                 settings: RewardClientSettings) -> None:
+                 settings: ClientSettings) -> None:
         self._send = send
         self._s = settings
         self._open: dict[float | None, Batch] = {}

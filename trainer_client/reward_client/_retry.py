@@ -2,7 +2,10 @@
 
 The clients' loops are written once, as generators that yield what to do next (a
 :class:`Request` to send, or a :class:`Sleep`) and are sent the reply or thrown the transport
-error; each client drives them with its own I/O (:mod:`._sync`, :mod:`._async`).
+error; each client drives them with its own I/O (:mod:`._sync`, :mod:`._async`) over its own
+transport (httpx, or a Ray Serve handle: :mod:`._ray`, whose replies come as
+``httpx.Response`` too, and whose errors are named by the ``retryable`` and ``lost`` tuples
+it passes in).
 """
 
 from __future__ import annotations
@@ -26,13 +29,18 @@ from trainer_client.errors import (
     RewardValidationError,
 )
 from trainer_client.reward_client._models import ScoreResult
-from trainer_client.reward_client._settings import RetryPolicy, RewardClientSettings
+from trainer_client.reward_client._settings import ClientSettings, RetryPolicy
 
 logger = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({502, 503})
-RETRY_EXC: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.ConnectTimeout,
-                                          httpx.PoolTimeout, httpx.RemoteProtocolError)
+Errors = tuple[type[BaseException], ...]
+#: Transport errors after which a request is sent again: it never reached the service, or the
+#: service closed the connection without a reply (scoring is idempotent).
+RETRY_EXC: Errors = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout,
+                     httpx.RemoteProtocolError)
+#: Other transport errors: the request may still be worked on (a read timeout); not resent.
+LOST_EXC: Errors = (httpx.TransportError,)
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -88,7 +96,7 @@ Step = Request | Sleep
 class Attempts:
     """Bookkeeping of one chunk's attempts over the URLs."""
 
-    def __init__(self, settings: RewardClientSettings, first_url: int, rng: random.Random):
+    def __init__(self, settings: ClientSettings, first_url: int, rng: random.Random):
         self.s = settings
         self.url_idx = first_url
         self.rng = rng
@@ -131,16 +139,17 @@ class Attempts:
                                         attempts=self.attempts + 1, last_error=f"{self.url}: {error}")
 
 
-def score_plan(att: Attempts, body: bytes, n_items: int
+def score_plan(att: Attempts, body: bytes, n_items: int, retryable: Errors = RETRY_EXC,
+               lost: Errors = LOST_EXC,
                ) -> Generator[Step, httpx.Response | None, list[ScoreResult]]:
     """One chunk's exchange: post ``body`` until a non-retryable reply, failing over and
     backing off as :class:`Attempts` says; ``att.url_idx`` is the URL that answered."""
     while True:
         try:
             resp = yield Request(f"{att.url}/v1/score", body)
-        except RETRY_EXC as e:
+        except retryable as e:
             delay = att.failed(f"{type(e).__name__}: {e}", None)
-        except httpx.TransportError as e:
+        except lost as e:
             raise att.gave_up(f"{type(e).__name__}: {e}") from e
         else:
             assert resp is not None
@@ -152,8 +161,8 @@ def score_plan(att: Attempts, body: bytes, n_items: int
             yield Sleep(delay, att.attempts, att.last_error)
 
 
-def ready_plan(urls: tuple[str, ...], timeout_s: float, poll_s: float
-               ) -> Generator[Step, httpx.Response | None, str]:
+def ready_plan(urls: tuple[str, ...], timeout_s: float, poll_s: float,
+               errors: Errors = LOST_EXC) -> Generator[Step, httpx.Response | None, str]:
     """``wait_ready``: poll ``GET /readyz`` on every URL until one answers 200 (its URL is
     returned), sleeping ``poll_s`` between rounds; give up after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -164,7 +173,7 @@ def ready_plan(urls: tuple[str, ...], timeout_s: float, poll_s: float
             attempts += 1
             try:
                 r = yield Request(f"{url}/readyz")
-            except httpx.TransportError as e:
+            except errors as e:
                 last = f"{url}: {type(e).__name__}: {e}"
                 continue
             assert r is not None

@@ -37,11 +37,11 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RewardClientSettings:
-    """Everything the client needs; built once at the entry point."""
+class ClientSettings:
+    """What every client shares, whatever carries its requests (HTTP, a Ray Serve handle).
+    Each kind adds ``urls``: where its requests go, in the order tried (the names that
+    errors and ``wait_ready`` give)."""
 
-    urls: tuple[str, ...]  # base URLs, e.g. ("http://10.0.0.5:8000",); tried in order
-    timeout: Timeout = field(default_factory=Timeout)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     api_token: str | None = None  # sent as "Authorization: Bearer ..." when set
     chunk_size: int = 512  # items per request
@@ -50,6 +50,22 @@ class RewardClientSettings:
     item_timeout_s: float | None = None  # per-item scoring deadline sent as "timeout_s"
     ready_poll_s: float = 0.25  # poll interval of wait_ready
     coalesce_window_s: float = 0.005  # async: gather concurrent calls this long; 0 disables
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1 or self.max_concurrency < 1:
+            raise ValueError("chunk_size and max_concurrency must be >= 1")
+        if self.max_request_bytes < 1024:
+            raise ValueError("max_request_bytes must be >= 1024")
+        if self.coalesce_window_s < 0:
+            raise ValueError("coalesce_window_s must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewardClientSettings(ClientSettings):
+    """Everything the HTTP client needs; built once at the entry point."""
+
+    urls: tuple[str, ...]  # base URLs, e.g. ("http://10.0.0.5:8000",); tried in order
+    timeout: Timeout = field(default_factory=Timeout)
 
     def __post_init__(self) -> None:
         if isinstance(self.urls, str):  # urls="http://..." is one URL, not 20 one-letter ones
@@ -65,12 +81,7 @@ class RewardClientSettings:
                 raise TypeError(f"a URL must be a str, not {type(url).__name__}: {url!r}")
             if not url.startswith(("http://", "https://")):
                 raise ValueError(f"not an http(s) URL: {url!r}")
-        if self.chunk_size < 1 or self.max_concurrency < 1:
-            raise ValueError("chunk_size and max_concurrency must be >= 1")
-        if self.max_request_bytes < 1024:
-            raise ValueError("max_request_bytes must be >= 1024")
-        if self.coalesce_window_s < 0:
-            raise ValueError("coalesce_window_s must be >= 0")
+        super().__post_init__()
 
 
 def client_settings(target: RewardClientSettings | str | Sequence[str],

@@ -1,4 +1,9 @@
-"""The synchronous client: chunks of one call on a small thread pool, sleeps on an event."""
+"""The synchronous clients: chunks of one call on a small thread pool, sleeps on an event.
+
+:class:`SyncClient` is the behaviour (chunking, 413 splitting, retries, the stop event) over
+any transport; :class:`RewardClient` is it over HTTP (httpx). The Ray Serve handle client
+(:mod:`._ray`) is the same behaviour over a deployment handle.
+"""
 
 from __future__ import annotations
 
@@ -13,30 +18,25 @@ from trainer_client.errors import RewardPayloadTooLarge, RewardServiceUnavailabl
 from trainer_client.reward_client._base import JSON_HEADERS, ClientBase
 from trainer_client.reward_client._chunks import Chunk, as_items, encode
 from trainer_client.reward_client._models import ScoreItem, ScoreResult
-from trainer_client.reward_client._retry import Sleep, Step, ready_plan
-from trainer_client.reward_client._settings import RewardClientSettings
+from trainer_client.reward_client._retry import Request, Sleep, Step, ready_plan
+from trainer_client.reward_client._settings import (
+    ClientSettings,
+    RewardClientSettings,
+    client_settings,
+)
 
 T = TypeVar("T")
 
 
-class RewardClient(ClientBase):
-    """Synchronous client. Thread-safe; chunks of one call run on a small thread pool.
+class SyncClient(ClientBase):
+    """A synchronous client over the transport that :meth:`_send` speaks. Thread-safe; chunks
+    of one call run on a small thread pool."""
 
-    Args:
-        settings: see :class:`RewardClientSettings`.
-        stop_event: when set, retry sleeps end and the call raises
-            ``RewardServiceUnavailable`` (for a clean shutdown of the caller).
-        seed: seed of the backoff jitter (tests).
-    """
-
-    def __init__(self, settings: RewardClientSettings | str | Sequence[str], *,
-                 stop_event: threading.Event | None = None, seed: int | None = None,
-                 **overrides: Any) -> None:
-        super().__init__(settings, seed=seed, **overrides)
+    def __init__(self, settings: ClientSettings, *,
+                 stop_event: threading.Event | None = None, seed: int | None = None) -> None:
+        super().__init__(settings, seed=seed)
         self._stop = stop_event or threading.Event()
-        self._http = httpx.Client(timeout=self.settings.timeout.to_httpx(),
-                                  headers=self._headers, limits=self._limits)
-        self._pool = ThreadPoolExecutor(max_workers=self.settings.max_concurrency,
+        self._pool = ThreadPoolExecutor(max_workers=settings.max_concurrency,
                                         thread_name_prefix="reward-client")
 
     def __enter__(self) -> Self:
@@ -46,20 +46,21 @@ class RewardClient(ClientBase):
         self.close()
 
     def close(self) -> None:
-        """Stop the chunk threads and close connections. Idempotent."""
+        """Stop the chunk threads and close the transport. Idempotent."""
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._http.close()
+        self._close_transport()
 
     def wait_ready(self, timeout_s: float) -> str:
-        """Poll ``GET /readyz`` on every URL until one answers 200; return that URL.
+        """Poll readiness (``GET /readyz``) on every URL until one is ready; return that URL.
 
         Raises ``RewardServiceUnavailable`` after ``timeout_s`` seconds.
         """
-        return self._drive(ready_plan(self.settings.urls, timeout_s, self.settings.ready_poll_s))
+        return self._drive(ready_plan(self.settings.urls, timeout_s,
+                                      self.settings.ready_poll_s, self.lost + self.retryable))
 
     def score(self, items: Sequence[ScoreItem | dict[str, Any]], *,
               item_timeout_s: float | None = None) -> list[ScoreResult]:
-        """Score ``items``; one result per item, in order (see the module docstring)."""
+        """Score ``items``; one result per item, in order (see the package docstring)."""
         pieces = [encode(it) for it in as_items(items)]
         chunks = self._chunks(pieces, self._timeout(item_timeout_s))
         if not chunks:
@@ -82,6 +83,7 @@ class RewardClient(ClientBase):
             return [r for half in halves for r in self._score_chunk(half)]
 
     def _drive(self, plan: Generator[Step, httpx.Response | None, T]) -> T:
+        errors = self.retryable + self.lost
         try:
             step = next(plan)
             while True:
@@ -92,11 +94,46 @@ class RewardClient(ClientBase):
                     step = plan.send(None)
                     continue
                 try:
-                    resp = (self._http.get(step.url) if step.body is None else
-                            self._http.post(step.url, content=step.body, headers=JSON_HEADERS))
-                except httpx.TransportError as e:
+                    resp = self._send(step)
+                except errors as e:
                     step = plan.throw(e)
                 else:
                     step = plan.send(resp)
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
+
+    def _send(self, request: Request) -> httpx.Response:
+        """The reply to ``request`` (``POST`` of its body, or ``GET`` without one)."""
+        raise NotImplementedError
+
+    def _close_transport(self) -> None:
+        raise NotImplementedError
+
+
+class RewardClient(SyncClient):
+    """Synchronous HTTP client. Thread-safe; chunks of one call run on a small thread pool.
+
+    Args:
+        settings: a URL (``"http://127.0.0.1:8000"``), a list of URLs, or
+            :class:`RewardClientSettings`; keyword ``overrides`` (``api_token=...``,
+            ``chunk_size=...``) are applied to them.
+        stop_event: when set, retry sleeps end and the call raises
+            ``RewardServiceUnavailable`` (for a clean shutdown of the caller).
+        seed: seed of the backoff jitter (tests).
+    """
+
+    def __init__(self, settings: RewardClientSettings | str | Sequence[str], *,
+                 stop_event: threading.Event | None = None, seed: int | None = None,
+                 **overrides: Any) -> None:
+        http = client_settings(settings, overrides)
+        super().__init__(http, stop_event=stop_event, seed=seed)
+        self._http = httpx.Client(timeout=http.timeout.to_httpx(), headers=self._headers,
+                                  limits=self._limits)
+
+    def _send(self, request: Request) -> httpx.Response:
+        if request.body is None:
+            return self._http.get(request.url)
+        return self._http.post(request.url, content=request.body, headers=JSON_HEADERS)
+
+    def _close_transport(self) -> None:
+        self._http.close()
