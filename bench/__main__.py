@@ -25,6 +25,9 @@ problem's 4, 8 or 15 responses are adjacent):
 Then the sections registered in ``bench/sections.py`` (long responses, Ray Serve, ...);
 ``--only long,ray`` runs just those sections (quick partial runs).
 
+Issue 28's targets, each a ratio with its bracket and whether it is met, come last
+(``bench/summary.py``): printed at the end of the run and put in docs/PERFORMANCE.md.
+
 Prints a table, writes ``bench/results/perf.json``, ``docs/PERFORMANCE.md`` and
 ``docs/perf_throughput.png``.
 """
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios as sc
+from bench import summary
 from bench.sections import Context, registered
 from tests.helpers import Service, read_jsonl
 
@@ -91,6 +95,8 @@ def main() -> int:
             figures = {**section.run(ctx), "started": res["started"], "quick": args.quick}
             (RESULTS / f"{section.name}.json").write_text(json.dumps(figures, indent=2))
             print(section.report(figures))
+            res[section.name] = figures
+        print(summary.report(res))
         return 0
 
     def baselines() -> dict[str, float]:
@@ -190,11 +196,13 @@ def main() -> int:
     doc = DOCS / "PERFORMANCE.md"
     old = doc.read_text() if doc.exists() else ""
     text = write_report(res, DOCS)
+    text += "\n" + summary.report(res)
     text += "".join("\n" + section.report(res[section.name]) for section in sections)
     # the hand-written analysis below the marker survives a regenerated report
     at = old.find(HAND_MARKER)
     doc.write_text(text + ("\n" + old[at:] if at >= 0 else ""))
     print(text)
+    print(summary.report(res))  # last: what a reader of the run looks for
     return 0
 
 

@@ -8,7 +8,9 @@ the worker). Overhead = round trip - worker time, for the same item in the same 
 its split: in the server (server - worker: validation, the job's trip to the worker and back,
 the reply) and outside it (round trip - server: the client, the kernel, uvicorn, the
 middleware). Also timed: ``GET /healthz`` on the same connection (the HTTP floor: no body, no
-worker) and a trivial item (``\\boxed{1}`` against ``1``) next to the corpus rows.
+worker) and a trivial item (``\\boxed{1}`` against ``1``) next to the corpus rows; and, before
+and after, the same client's round trip of the trivial body to bare uvicorn (issue 28: the
+service's single-item round trip ≤ 2.0x bare uvicorn's).
 """
 
 from __future__ import annotations
@@ -75,8 +77,35 @@ def _pass(conn: http.client.HTTPConnection, items: Sequence[dict[str, Any]]) -> 
     }
 
 
+def bare_round_trip_ms(n: int) -> dict[str, float]:
+    """The same client's round trip of the trivial single-item body to bare uvicorn (the
+    zero-cost app of ``bench/floor_app.py``: httptools, uvloop, a fixed reply), ``n`` times on
+    one keep-alive connection: the floor of issue 28's round-trip target."""
+    from bench.per_sample import _floor_server
+
+    body = orjson.dumps({"items": [TRIVIAL]})
+    with _floor_server() as (url, _):
+        host, port = url.split("//", 1)[1].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        times = []
+        try:
+            for i in range(n + 50):  # the first 50: connection up, caches warm
+                t0 = time.perf_counter()
+                conn.request("POST", "/v1/score", body=body, headers=HEADERS)
+                resp = conn.getresponse()
+                resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"bare uvicorn answered {resp.status}")
+                if i >= 50:
+                    times.append((time.perf_counter() - t0) * 1000)
+        finally:
+            conn.close()
+    return _pcts(times)
+
+
 def run(ctx: Context) -> dict[str, Any]:
     n = 300 if ctx.quick else 1000
+    bare = [bare_round_trip_ms(n)]
     rows: Sequence[Row] = ctx.rows[:n]
     items = [{"response": r["response"], "ground_truth": r["gold"], "scorer": "math_verify"}
              for r in rows]
@@ -91,7 +120,10 @@ def run(ctx: Context) -> dict[str, Any]:
             trivial = _pass(conn, [TRIVIAL] * n)
         finally:
             conn.close()
-    return {"corpus": corpus, "trivial": trivial, "target_p50_ms": 0.5}
+    bare.append(bare_round_trip_ms(n))
+    ratios = [trivial["round_trip_ms"]["p50"] / b["p50"] for b in bare]
+    return {"corpus": corpus, "trivial": trivial, "target_p50_ms": 0.5, "bare_round_trip_ms": bare,
+            "round_trip_x_bare": ratios}
 
 
 def report(r: dict[str, Any]) -> str:
@@ -112,6 +144,12 @@ is subtracted from the round trip. Target: p50 overhead <= {r['target_p50_ms']} 
         c, t = r["corpus"][key], r["trivial"][key]
         lines.append(f"| {label} | {c['p50']:.2f} | {c['p90']:.2f} | {c['p99']:.2f} | "
                      f"{t['p50']:.2f} | {t['p90']:.2f} | {t['p99']:.2f} |")
+    if "bare_round_trip_ms" in r:
+        b, x = [v["p50"] for v in r["bare_round_trip_ms"]], r["round_trip_x_bare"]
+        lines.append(f"\nBare uvicorn (`bench/floor_app.py`), the same client and trivial body: "
+                     f"round trip p50 {b[0]:.2f} ms before the service's passes, {b[1]:.2f} ms "
+                     f"after; the service's trivial round trip ÷ it: {x[0]:.2f}x, {x[1]:.2f}x "
+                     f"(issue 28's target ≤ 2.0x).")
     met = r["corpus"]["overhead_ms"]["p50"] <= r["target_p50_ms"]
     lines.append(f"\nTarget p50 <= {r['target_p50_ms']} ms: **{'met' if met else 'not met'}** "
                  f"({r['corpus']['overhead_ms']['p50']:.2f} ms on corpus rows).")

@@ -158,6 +158,7 @@ PASSES = {"batched": batched, "raw_per_request": raw_per_request, "raw_lean": ra
 def run_passes(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[str, Any]:
     """Every pass on a fresh service; ``batched`` first and last (this VM drifts)."""
     rates: dict[str, float] = {}
+    batched_each: list[float] = []
     cpu: dict[str, dict[str, float]] = {}
     for name in ["batched", "raw_per_request", "raw_lean", "coalesced_async", "sync_threads",
                  "batched"]:
@@ -168,13 +169,16 @@ def run_passes(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[s
             before = (time.process_time(), total_cpu_seconds(server), total_cpu_seconds(workers))
             rate = PASSES[name](svc.url, rows)
             after = (time.process_time(), total_cpu_seconds(server), total_cpu_seconds(workers))
+        if name == "batched":
+            batched_each.append(rate)
         if rate > rates.get(name, 0.0):
             rates[name] = rate
-            cpu[name] = {k: round(b - a, 2) for k, a, b in
+            cpu[name] = {k: round(b - a, 4) for k, a, b in
                          zip(("client", "server", "workers"), before, after, strict=True)}
         print(f"per-sample bench: {name} {rate:.0f} items/s", file=sys.stderr, flush=True)
     base = rates["batched"]
     return {"rows": len(rows), "callers": CALLERS, "items_s": rates, "cpu_s": cpu,
+            "batched_items_s_each": batched_each,
             "ratio_to_batched": {k: v / base for k, v in rates.items() if k != "batched"},
             "targets": {"coalesced_async": 0.6, "raw_per_request": 0.4}}
 
@@ -205,6 +209,15 @@ def _floor_server() -> Iterator[tuple[str, int]]:
         proc.wait(timeout=30)
 
 
+def floor_cpu_ms(name: str, rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """CPU ms per request of the caller and of the zero-cost app's server, pattern ``name``."""
+    with _floor_server() as (url, pid):
+        before = (time.process_time(), total_cpu_seconds([pid]))
+        PASSES[name](url, rows)
+        after = (time.process_time(), total_cpu_seconds([pid]))
+    return ((after[0] - before[0]) / len(rows) * 1000, (after[1] - before[1]) / len(rows) * 1000)
+
+
 def floor(rows: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any]:
     """The raw patterns against a zero-cost app: CPU ms per request of the caller and of the
     server (uvicorn and the kernel's TCP work), and the ceiling that leaves on this machine:
@@ -216,12 +229,7 @@ def floor(rows: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any
     cpu = measured["cpu_s"]["batched"]
     workers_ms = cpu["workers"] / len(rows) * 1000
     for name in ("raw_per_request", "raw_lean"):
-        with _floor_server() as (url, pid):
-            before = (time.process_time(), total_cpu_seconds([pid]))
-            PASSES[name](url, rows)
-            after = (time.process_time(), total_cpu_seconds([pid]))
-        client_ms = (after[0] - before[0]) / len(rows) * 1000
-        server_ms = (after[1] - before[1]) / len(rows) * 1000
+        client_ms, server_ms = floor_cpu_ms(name, rows)
         ceiling = cores * 1000 / (client_ms + server_ms + workers_ms)
         out[name] = {"client_ms": client_ms, "server_ms": server_ms, "workers_ms": workers_ms,
                      "ceiling_items_s": ceiling,
@@ -232,9 +240,14 @@ def floor(rows: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any
 def run(ctx: Context) -> dict[str, Any]:
     ctx.log("per-sample callers vs batched (bench/per_sample.py) ...")
     rows = list(ctx.rows[:300] if ctx.quick else ctx.rows)
+    # the lean pattern's zero-cost floor before the passes too: issue 28's server CPU per
+    # request is a ratio to it, bracketed by the floor before and after
+    lean_before = floor_cpu_ms("raw_lean", rows)[1]
     out = run_passes(rows, list(ctx.warm_rows))
     ctx.log("per-sample: the raw patterns against a zero-cost app (the floor) ...")
     out["floor"] = floor(rows, out)
+    out["floor_server_ms_each"] = [lean_before, out["floor"]["raw_lean"]["server_ms"]]
+    out["server_ms_per_request"] = out["cpu_s"]["raw_lean"]["server"] * 1000 / len(rows)
     return out
 
 

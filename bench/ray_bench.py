@@ -29,6 +29,7 @@ import orjson
 
 from bench import scenarios as sc
 from bench.overhead_bench import HEADERS, TRIVIAL
+from bench.ray_handle import HandleTarget, busy, cpu_per_item, handle_figures, handle_report
 from bench.sections import Context, Section
 from tests.helpers import ROOT, cpu_seconds, descendants_of, free_port, wait_until
 
@@ -130,11 +131,14 @@ def _noop_app() -> Any:
 
 
 def _pattern(target: Any, rows: list[dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """One client pattern over ``rows`` on a service that has seen none of them."""
-    t0 = _descendants()
+    """One client pattern over ``rows`` on a service that has seen none of them. ``cpu_s``:
+    the service's processes (this process's descendants); ``client_cpu_s``: this process,
+    the caller (httpx, or the handle's serialisation and Ray's core worker threads)."""
+    t0, c0 = _descendants(), time.process_time()
     r = sc.service_throughput(target, rows, timeout_s=None, **kwargs)
     return {"items_s": r["items_s"], "seconds": r["seconds"],
-            "cpu_s": _cpu_by_role(t0, _descendants()), "verdicts": r["verdicts"]}
+            "cpu_s": _cpu_by_role(t0, _descendants()),
+            "client_cpu_s": time.process_time() - c0, "verdicts": r["verdicts"]}
 
 
 def _plain(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -220,15 +224,18 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
     t0 = time.monotonic()
     with local_serve(app(), "reward-bench") as url:
         out["start_s"] = time.monotonic() - t0
-        target = _Url(url)
-        for i, (name, kwargs) in enumerate(PATTERNS):
-            if i:  # fresh replicas (fresh pools) for each pattern, as for the plain service
+        # each pass on fresh replicas (fresh pools), as for the plain service: over HTTP
+        # through Serve's proxy, then through the deployment handle (RayRewardClient)
+        passes = [(name, _Url(url), kwargs) for name, kwargs in PATTERNS]
+        passes += [(f"handle_{name}", HandleTarget("reward-bench"), kwargs) for name, kwargs in PATTERNS]
+        for i, (key, target, kwargs) in enumerate(passes):
+            if i:
                 serve.delete("reward-bench")
                 serve.run(app(), name="reward-bench", route_prefix="/", blocking=False)
                 if not wait_until(lambda: _ready(url), timeout_s=300.0, interval_s=0.2):
                     raise RuntimeError(f"Serve app not ready again: {serve.status()}")
             sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
-            out[name] = _pattern(target, rows, kwargs)
+            out[key] = _pattern(target, rows, kwargs)
         out["floor"] = _floor(url)
         serve.run(_noop_app(), name="noop-floor", route_prefix="/noop", blocking=False)
 
@@ -251,16 +258,6 @@ def _ready(url: str) -> bool:
         return httpx.get(url + "/readyz", timeout=2.0).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def _busy(p: dict[str, Any]) -> float:
-    """Share of the pass the 2 workers spent on CPU (their CPU seconds / 2 x wall)."""
-    return sum(v for k, v in p["cpu_s"].items() if k.startswith("workers")) / (2 * p["seconds"])
-
-
-def _cpu_per_item(p: dict[str, Any], n: int) -> float:
-    """CPU ms per item, every process of the service (workers, servers, proxy, Ray)."""
-    return sum(p["cpu_s"].values()) * 1000 / n
 
 
 def _cores(p: dict[str, Any]) -> float:
@@ -291,12 +288,14 @@ def run(ctx: Context) -> dict[str, Any]:
             "ray_items_s": ray_pass["items_s"], "ratio": ray_pass["items_s"] / plain,
             "plain_cpu_s": first[name]["cpu_s"], "ray_cpu_s": ray_pass["cpu_s"],
             "plain_seconds": first[name]["seconds"], "ray_seconds": ray_pass["seconds"],
-            "workers_busy": [_busy(first[name]), _busy(ray_pass)],
-            "cpu_ms_per_item": [_cpu_per_item(first[name], len(rows)),
-                                _cpu_per_item(ray_pass, len(rows))],
+            "workers_busy": [busy(first[name]), busy(ray_pass)],
+            "cpu_ms_per_item": [cpu_per_item(first[name], len(rows)),
+                                cpu_per_item(ray_pass, len(rows))],
             "cores_used": [_cores(first[name]), _cores(ray_pass)],
             "mismatches": sum(a != b for a, b in zip(ray_pass["verdicts"],
                                                      first[name]["verdicts"], strict=True))}
+        out[f"handle_{name}"] = handle_figures(serve_out[f"handle_{name}"],
+                                                (first[name], last[name]), len(rows))
     return out
 
 
@@ -332,6 +331,7 @@ No-op: {cpu(r['noop_floor_cpu_ms'])}.
                      f"{v['ray_items_s']:.0f} | **{v['ratio']:.2f}** | {per[0]:.3f}, {per[1]:.3f} | "
                      f"{cores[0]:.2f}, {cores[1]:.2f} | {per[0] / per[1]:.2f} | "
                      f"{v['mismatches']} |")
+    lines += handle_report(r, [name for name, _ in PATTERNS])
     lines.append("")
     for name, _ in PATTERNS:
         v = r[name]

@@ -172,14 +172,18 @@ def service_throughput(
     """The service as a trainer calls it: our ``RewardClient``, one ``score`` call per
     ``batch`` rows, one call after another. By default each call is one request; with
     ``chunk`` a call is split into requests of ``chunk`` items, ``in_flight`` at a time.
-    ``scorer``: ``math_verify`` (the stock library's verdicts) or ``math`` (the default)."""
+    ``scorer``: ``math_verify`` (the stock library's verdicts) or ``math`` (the default).
+    A ``svc`` with a ``client(**options)`` method gives its own client (a Ray Serve handle
+    client: ``bench/ray_bench.py``), built with the same options; else ``RewardClient`` on
+    ``svc.url``."""
     items = _items(rows, scorer)
-    settings = RewardClientSettings(
-        urls=(svc.url,), chunk_size=chunk or batch, max_concurrency=in_flight,
-        timeout=Timeout(read=600), item_timeout_s=timeout_s)
+    options = {"chunk_size": chunk or batch, "max_concurrency": in_flight,
+               "item_timeout_s": timeout_s}
+    make = getattr(svc, "client", None)
     verdicts: list[bool] = []
     statuses: dict[str, int] = {}
-    with RewardClient(settings) as client:
+    with (make(**options) if make is not None else RewardClient(RewardClientSettings(
+            urls=(svc.url,), timeout=Timeout(read=600), **options))) as client:
         client.score(items[:2])  # connection up
         t0 = time.perf_counter()
         for i in range(0, len(items), batch):
