@@ -3,8 +3,10 @@ while scanning long responses from the end: the derivation of each pattern's sca
 whole ordered list of matches, group by group, against the library's own on every text we
 have, with windows small enough that short texts exercise them; hand-made texts where a
 window must not be trusted (an open display, a ``$$``, a percent or a connector on the next
-line), with the control that a plain window from the same place gets them wrong; ``parse``
-results against stock math-verify in a fresh interpreter on long responses."""
+line), with the control that a plain window from the same place gets them wrong; the
+library's ``extract_match`` on a match whose ``groupdict`` is built once (``Groups``) against
+the match itself; ``parse`` results against stock math-verify in a fresh interpreter on long
+responses."""
 
 from __future__ import annotations
 
@@ -139,6 +141,28 @@ def test_same_candidates_in_the_same_order_on_every_text() -> None:
         tails = (8, 64) if n % 2 else (16, 512)
         for tail in (*tails, tail_scan.TAIL):
             assert _our_order(groups, text, tail) == stock, (tail, text[:200])
+
+
+@pytest.mark.needs_data
+@pytest.mark.timeout(600)
+def test_a_match_whose_groupdict_is_built_once_extracts_the_same() -> None:
+    """``extract_match`` (its ``extract_latex`` reads ``groupdict()`` seven times per match)
+    gives the same value and text from :class:`tail_scan.Groups` as from the match itself, on
+    the first candidate of every group of every corpus response (the one a scorer tries)."""
+    groups = _installed_groups()
+    checked = 0
+    for text in (r["response"] for r in read_jsonl("corpus.jsonl")):
+        for group in groups:
+            for m, target in tail_scan.ranked(group, text):
+                ours = mv_parser.extract_match(tail_scan.Groups(m), target)
+                lib = mv_parser.extract_match(m, target)
+                assert (type(ours[0]), ours) == (type(lib[0]), lib), text[:200]
+                checked += 1
+                break
+    assert checked > 8_000
+    once = tail_scan.Groups(re.match(r"(?P<a>x)(?P<b>y)?", "x"))  # type: ignore[arg-type]
+    assert once.groupdict() == {"a": "x", "b": None} and once.groupdict() is once.groupdict()
+    assert once.span() == (0, 1) and once.group("a") == "x"
 
 
 _STOCK_PARSE = r"""

@@ -22,6 +22,8 @@ patch               replaces (what it does)                          differentia
                     on a text that lacks a string all matches contain
 ``tail_scan``       ``extract_target_from_pred``: the same matches   ``tests/test_tail_scan.py``
                     in the same order, found from the text's end
+                    (its last 16 characters first); each match's
+                    ``groupdict()`` built once for ``extract_match``
 =================== ================================================ ==========================
 
 (``regex_tree`` is ``tail_scan``'s reading of a pattern's parse tree; ``warmup`` fills ANTLR's
