@@ -23,6 +23,7 @@ from reward_service.scorers.rules.number_words import word_value
 from reward_service.scorers.rules.text_forms import IGNORABLE, join_digit_groups, plain_text
 from reward_service.server.compat import label_text
 from tests.golden.hedge_corpus import generate
+from tests.helpers import read_jsonl
 from trainer_client.integrations._common import ground_truth_text
 
 install_patches()
@@ -227,3 +228,22 @@ def test_through_the_service(client: httpx.Client) -> None:
     r = client.post("/slime/reward", json={"prompt": "", "response": "\\boxed{100000000000000000000}",
                                            "label": 1e20})
     assert r.status_code == 200 and r.json() == 1.0, r.text
+
+
+def test_the_discard_prefilter_answers_as_the_pattern() -> None:
+    """``hedge._discarded`` (a stem test before the regex) equals ``_DISCARDED.match`` at every
+    tried position of corpus responses and of hand-made clauses (newline inside the words,
+    upper case, a non-ASCII clause)."""
+    from reward_service.scorers.rules.hedge import _DISCARDED, _discarded
+
+    hand = ["x = 6 is\nrejected.", "6 does not work", "6 ; fails", "6, which is wrong",
+            "6 IS RULED OUT", "6 is    \n  extraneous", "6 doesn't hold", "6 is not a solution",
+            "6 was wrong", "6 is\u00a0rejected", "6 \u0130s wrong", "6 fa\u0131ls"]
+    texts = [r["response"] for r in read_jsonl("corpus.jsonl")[::7]]
+    checked = 0
+    for t in texts + hand:
+        step = 1 if t in hand else max(1, len(t) // 30)
+        for pos in range(0, len(t), step):
+            assert (_DISCARDED.match(t, pos) is not None) == _discarded(t, pos), (t, pos)
+            checked += 1
+    assert checked > 10_000

@@ -110,6 +110,28 @@ _DISCARDED = re.compile(
     r"|wrong|incorrect|not\s++(?:valid|allowed|possible|a\s++solution))|was\s++wrong"
     r"|does(?:n't|\s++not)\s++(?:work|satisfy|hold)|(?:is|are)\s++ruled\s++out)\b",
     re.IGNORECASE)
+_CLAUSE_STOP = re.compile(r"[.;]")
+# every alternative of _DISCARDED holds one of these, in lower case
+_DISCARD_STEMS = ("fail", "reject", "extraneous", "impossible", "exclud", "invalid", "wrong",
+                  "incorrect", "not", "n't", "ruled")
+
+
+def _discarded(text: str, pos: int) -> bool:
+    """``_DISCARDED.match(text, pos) is not None``, cheaper: a match lies wholly before the
+    first ``.`` or ``;`` after ``pos`` (its lead may hold neither, nor may its words; a newline
+    may stand in their spaces), so a clause without any stem has none. Only for an ASCII
+    clause, where IGNORECASE is ``str.lower`` (Unicode case folding maps some other letters
+    to ASCII ones)."""
+    stop = _CLAUSE_STOP.search(text, pos, pos + 400)
+    if stop is not None:
+        clause = text[pos : stop.start()]
+        if clause.isascii():
+            lowered = clause.lower()
+            if not any(stem in lowered for stem in _DISCARD_STEMS):
+                return False
+    return _DISCARDED.match(text, pos) is not None
+
+
 _WORD_BEFORE = re.compile("(?:" + WORDS + r")(?=[\s,$]*+$)")
 _DISJUNCTIVE = re.compile(r"\s*+,?+\s*+(?:\$\s*+)?+(?:or|and/or)\b", re.IGNORECASE)
 COMMIT = (
@@ -267,7 +289,7 @@ def candidates(
 
     def emit(m: re.Match[str] | None) -> Iterator[Candidate]:
         if m is not None and outside(m.start(), m.end()) and (m.start(), m.end()) not in seen \
-                and _DISCARDED.match(text, m.end()) is None:
+                and not _discarded(text, m.end()):
             seen.add((m.start(), m.end()))
             yield Candidate(m.start(), m.end(), _inner(m))
 
