@@ -88,10 +88,6 @@ ALT_WORD = "(?:" + _ALT_WORDS + "|" + _CONDITIONAL_ALT + ")"
 _CONDITION_HINTS = ("if ", "if,", "unless", "assum", "provided", "suppos", "in case", "which case",
                     "other case", "reading", "interpretation", "convention", "counting",
                     "other count", "other view")
-# the hints as one search of the closing part (each is lower-case ASCII: case-insensitive is
-# the same as a search of the lowered text, without a copy)
-_HINTS = re.compile("|".join(map(re.escape, _CONDITION_HINTS)), re.IGNORECASE)
-_OTHERWISE = re.compile("otherwise", re.IGNORECASE)
 _OR_NOT_LETTER = re.compile(r" or(?![^\W\d_])", re.IGNORECASE)  # " or", no letter after it
 # a condition a value is offered under, before the value ("if we count the start, 6";
 # "assuming order matters: 6") or after it ("6 if we count the start", "6 unless ...")
@@ -122,7 +118,7 @@ def _discarded(text: str, pos: int) -> bool:
     may stand in their spaces), so a clause without any stem has none. Only for an ASCII
     clause, where IGNORECASE is ``str.lower`` (Unicode case folding maps some other letters
     to ASCII ones)."""
-    stop = _CLAUSE_STOP.search(text, pos, pos + 400)
+    stop = _CLAUSE_STOP.search(text, pos, pos + 100)  # a longer clause: the pattern itself
     if stop is not None:
         clause = text[pos : stop.start()]
         if clause.isascii():
@@ -295,12 +291,13 @@ def candidates(
 
     for lead in led.finditer(text, start):
         yield from emit(value.match(text, lead.end()))
-    conditions = _HINTS.search(text, start) is not None
+    lowered = text[start:].lower()  # only searched (its offsets may differ from the text's)
+    conditions = any(hint in lowered for hint in _CONDITION_HINTS)
     if conditions:
         for lead in conditional.finditer(text, start):
             yield from emit(value.match(text, lead.end()))
     # a value followed by a condition needs a condition word (or "otherwise") in the part
-    after_condition = conditions or _OTHERWISE.search(text, start) is not None
+    after_condition = conditions or "otherwise" in lowered
     if scan is not None:  # "six or 5": a number word before " or"
         for word_or in _OR_NOT_LETTER.finditer(text, start):
             at = word_or.start()
