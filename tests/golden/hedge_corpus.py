@@ -262,10 +262,6 @@ CHOICE_NEAR: list[tuple[str, Callable[[str, str], str]]] = [
 ]
 
 
-def _fold(index: int) -> str:
-    return "held_out" if index % 5 == 4 else "dev"
-
-
 def _golds() -> tuple[list[Answer], list[int]]:
     rows = [json.loads(line) for line in CORPUS.open()]
     math_golds: list[Answer] = []
@@ -300,18 +296,18 @@ def generate(per_template: int = 30, seed: int = 15) -> Iterator[dict]:
     for kind, templates in (("hedge", MATH_HEDGES), ("near_miss", MATH_NEAR)):
         for i, (name, tpl) in enumerate(templates):
             for a, b in pick(math_golds, per_template):
-                yield {"template": f"math/{name}", "fold": _fold(i), "kind": kind,
+                yield {"template": f"math/{name}", "fold": round2.fold(i), "kind": kind,
                        "scorer": "math", "response": tpl(a, b, _other_form(a)), "gold": a.latex}
     for i, (name, stpl) in enumerate(STRUCTURED_NEAR, start=len(MATH_NEAR)):
         for a, b in pick(math_ints, per_template // 2):
             gold, response = stpl(int(a.latex), int(b.latex))
-            yield {"template": f"math/{name}", "fold": _fold(i), "kind": "near_miss",
+            yield {"template": f"math/{name}", "fold": round2.fold(i), "kind": "near_miss",
                    "scorer": "math", "response": response, "gold": gold}
     for kind, gtemplates in (("hedge", GSM_HEDGES), ("near_miss", GSM_NEAR)):
         for i, (name, gtpl) in enumerate(gtemplates):
             for n in rnd.sample(ints, per_template):
                 m1, m2 = rnd.sample([x for x in ints if x != n], 2)
-                yield {"template": f"gsm8k/{name}", "fold": _fold(i), "kind": kind,
+                yield {"template": f"gsm8k/{name}", "fold": round2.fold(i), "kind": kind,
                        "scorer": "gsm8k", "response": gtpl(n, m1, m2), "gold": str(n)}
     letters = "ABCDE"
     for kind, ctemplates in (("hedge", CHOICE_HEDGES), ("near_miss", CHOICE_NEAR)):
@@ -319,7 +315,7 @@ def generate(per_template: int = 30, seed: int = 15) -> Iterator[dict]:
             for right in letters:
                 for other in letters:
                     if right != other:
-                        yield {"template": f"choice/{name}", "fold": _fold(i), "kind": kind,
+                        yield {"template": f"choice/{name}", "fold": round2.fold(i), "kind": kind,
                                "scorer": "choice", "response": ctpl(right, other), "gold": right}
     yield from round2.generate(rnd, math_golds, ints, per_template)
 

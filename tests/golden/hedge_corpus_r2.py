@@ -275,7 +275,8 @@ CHOICE: dict[tuple[str, str], list[tuple[str, ChoiceTpl]]] = {
 }
 
 
-def _fold(index: int) -> str:
+def fold(index: int) -> str:
+    """The fold of the ``index``-th template of a list (both rounds): every fifth is held out."""
     return "held_out" if index % 5 == 4 else "dev"
 
 
@@ -295,7 +296,7 @@ def generate(rnd: random.Random, math_golds: list[A], ints: list[int],
             for i, (name, tpl) in enumerate(templates):
                 for a, b in pairs(small if worded else math_golds):
                     w = words(int((a if cls == "restated_words" else b).plain)) if worded else ""
-                    yield {"template": f"math/{name}", "class": cls, "fold": _fold(i),
+                    yield {"template": f"math/{name}", "class": cls, "fold": fold(i),
                            "kind": kind, "scorer": "math", "response": tpl(a, b, w),
                            "gold": a.latex}
     big = [n for n in ints if 1000 <= n < 10**6 and n % 1000 >= 100]
@@ -304,19 +305,19 @@ def generate(rnd: random.Random, math_golds: list[A], ints: list[int],
         for i, (name, itpl) in enumerate(itemplates):
             for n in rnd.sample(pool, min(per_template, len(pool))):
                 gold, response = itpl(n)
-                yield {"template": f"math/{name}", "class": cls, "fold": _fold(i), "kind": kind,
+                yield {"template": f"math/{name}", "class": cls, "fold": fold(i), "kind": kind,
                        "scorer": "math", "response": response, "gold": gold}
     for (kind, cls), gtemplates in GSM.items():
         for i, (name, gtpl) in enumerate(gtemplates):
             for n in rnd.sample(ints, per_template):
                 m = rnd.choice([x for x in ints if x != n and 0 <= x < 1000])
-                yield {"template": f"gsm8k/{name}", "class": cls, "fold": _fold(i), "kind": kind,
+                yield {"template": f"gsm8k/{name}", "class": cls, "fold": fold(i), "kind": kind,
                        "scorer": "gsm8k", "response": gtpl(n, m, words(m)), "gold": str(n)}
     for (kind, cls), ctemplates in CHOICE.items():
         for i, (name, ctpl) in enumerate(ctemplates):
             for right in "ABCDE":
                 for other in "ABCDE":
                     if right != other:
-                        yield {"template": f"choice/{name}", "class": cls, "fold": _fold(i),
+                        yield {"template": f"choice/{name}", "class": cls, "fold": fold(i),
                                "kind": kind, "scorer": "choice", "response": ctpl(right, other),
                                "gold": right}
