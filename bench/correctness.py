@@ -31,9 +31,10 @@ from reward_service.scorers.math_verify_scorer import boxed_gold
 from reward_service.scorers.patches import install_patches
 from reward_service.scorers.registry import SCORERS
 from tests.golden.hedge_corpus import generate as hedge_corpus
+from tests.helpers import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "data" / "corpus.jsonl"
+CORPUS = DATA / "corpus.jsonl"
 MV_CASES = ROOT / "tests" / "golden" / "math_verify_cases.jsonl"
 MV_OTHERS = ROOT / "tests" / "golden" / "math_verify_cases_other_settings.jsonl"
 GOLDEN = ROOT / "tests" / "golden" / "cases.jsonl"

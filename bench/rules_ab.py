@@ -32,9 +32,10 @@ from typing import Any
 
 from reward_service.scorers.impl import build_scorers
 from reward_service.scorers.patches import install_patches
+from tests.helpers import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = ROOT.parent / "shared" / "data" / "corpus.jsonl"
+CORPUS = DATA / "corpus.jsonl"
 
 Scorer = Callable[[str, str, dict[str, Any]], Any]
 # the modules of the process-wide library patches (and what they import): shared when same

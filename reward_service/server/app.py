@@ -97,6 +97,8 @@ def create_app(settings: Settings, *, pool: WorkerPool | None = None) -> FastAPI
     app.state.service = service
     budget = MemoryBudget(settings.max_inflight_body_bytes)  # bodies + unsent replies
     app.state.budget = budget
+    metrics.held_bytes.labels(kind="body").set_function(lambda: budget.bodies)
+    metrics.held_bytes.labels(kind="unsent_reply").set_function(budget.unsent)
     auth = [Depends(bearer_check(token))]
     routers = [score.router(service, auth), openrlhf.router(service, auth),
                slime.router(service, auth), nemo_gym.router(service, auth),  # NeMo-Gym /verify

@@ -208,6 +208,11 @@ class Metrics:
         self.outstanding_items = Gauge(
             "reward_outstanding_items", "Items submitted and not yet answered", registry=r
         )
+        self.held_bytes = Gauge(  # read from the MemoryBudget at each scrape (app.py)
+            "reward_held_bytes", "Bytes held for clients against REWARD_MAX_INFLIGHT_BODY_BYTES: "
+            "request bodies being read or handled (kind=body), reply bytes slow readers have "
+            "not taken (kind=unsent_reply)", ["kind"], registry=r,
+        )
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

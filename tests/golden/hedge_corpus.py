@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import sys
@@ -38,10 +39,13 @@ from pathlib import Path
 
 try:
     from tests.golden import hedge_corpus_r2 as round2
+    from tests.helpers import DATA
 except ImportError:  # run as a script: python tests/golden/hedge_corpus.py
     import hedge_corpus_r2 as round2  # type: ignore[no-redef]
+    DATA = Path(os.environ.get("REWARD_TEST_DATA")
+                or Path(__file__).resolve().parents[3] / "shared" / "data")
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "corpus.jsonl"
+CORPUS = DATA / "corpus.jsonl"
 
 Template = Callable[["Answer", "Answer", str], str]
 

@@ -134,10 +134,28 @@ class TrickleResult:
     trickle_s: float = 0.0
 
 
+_LEFT = 10  # bytes of each trickled body not sent in bulk (the last of them is never sent)
+
+
+def _await_held_body_bytes(url: str, token: str, at_least: int, timeout_s: float = 30) -> None:
+    """Poll ``reward_held_bytes{kind="body"}`` until the server holds ``at_least`` body bytes
+    (a request racing the tricklers' last bytes would take budget one of them needs)."""
+    end = time.monotonic() + timeout_s
+    held = -1.0
+    while time.monotonic() < end:
+        text = httpx.get(url + "/metrics", headers={"authorization": f"Bearer {token}"}).text
+        held = next(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                    if line.startswith('reward_held_bytes{kind="body"}'))
+        if held >= at_least:
+            return
+        time.sleep(0.05)  # polling a gauge: nothing to wait on from outside the server
+    raise AssertionError(f"server holds {held:.0f} body bytes, not {at_least}, after {timeout_s}s")
+
+
 def trickled_bodies(url: str, *, n: int, declared: int, hold_s: float, token: str,
                     trickler_token: str | None) -> TrickleResult:
-    """Item 3: ``n`` connections declare ``declared`` bytes, send all but 10, then one byte
-    every 0.5 s for up to ``hold_s``; meanwhile the token holder posts one item every 0.2 s.
+    """Item 3: ``n`` connections declare ``declared`` bytes, send all but ``_LEFT``, then one
+    byte every 0.5 s for up to ``hold_s`` (never the last: the body is never completed); meanwhile the token holder posts one item every 0.2 s.
     ``trickler_token``: the tricklers' own bearer token (None: they have none)."""
     host, port = _addr(url)
     out = TrickleResult([""] * n)
@@ -150,13 +168,14 @@ def trickled_bodies(url: str, *, n: int, declared: int, hold_s: float, token: st
             try:
                 s.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/"
                           b"json\r\n%sContent-Length: %d\r\n\r\n" % (auth, declared))
-                s.sendall(b" " * (declared - 10))
+                s.sendall(b" " * (declared - _LEFT))
             except OSError:
                 pass
             with contextlib.suppress(threading.BrokenBarrierError):
                 sent.wait(30)
             s.settimeout(0.5)
             end = time.monotonic() + hold_s
+            left = _LEFT
             while time.monotonic() < end and not stop.is_set():
                 try:
                     data = s.recv(4096)
@@ -167,8 +186,10 @@ def trickled_bodies(url: str, *, n: int, declared: int, hold_s: float, token: st
                 except OSError:
                     out.tricklers[i] = "reset"
                     return
-                with contextlib.suppress(OSError):
-                    s.sendall(b" ")
+                if left > 1:
+                    left -= 1
+                    with contextlib.suppress(OSError):
+                        s.sendall(b" ")
             out.tricklers[i] = "held"
 
     threads = [threading.Thread(target=trickle, args=(i,)) for i in range(n)]
@@ -176,6 +197,8 @@ def trickled_bodies(url: str, *, n: int, declared: int, hold_s: float, token: st
         t.start()
     with contextlib.suppress(threading.BrokenBarrierError):
         sent.wait(30)
+    if trickler_token:  # admitted: the holder starts once the server holds all their bytes
+        _await_held_body_bytes(url, token, n * (declared - _LEFT))
     t0 = time.monotonic()
     item = {"items": [{"response": "#### 5", "ground_truth": "5", "scorer": "gsm8k"}]}
     with httpx.Client(base_url=url, timeout=30,

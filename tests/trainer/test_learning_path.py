@@ -14,6 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from tests.helpers import DATA
 from trainer_client.data import DataSettings, load_problems
 from trainer_client.metrics import completion_metrics, final_answers, reward_metrics
 from trainer_client.model.grpo import apply_truncation, group_advantages
@@ -22,7 +23,6 @@ from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.reward_client import ScoreResult
 from trainer_client.settings import EngineSettings, PolicySettings, SamplingSettings
 
-ROOT = Path(__file__).resolve().parents[2]
 SAMPLING_GENERATION_CONFIG = {  # what an instruct model may ship: sample, hot, top-k 3
     "do_sample": True, "temperature": 3.0, "top_k": 3, "repetition_penalty": 1.5,
     "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
@@ -150,7 +150,7 @@ def test_default_scorers_are_hedge_proof(tmp_path):
                  + json.dumps({"problem": "2+2?", "solution": "\\boxed{4}"}) + "\n")
     train, _ = load_problems(DataSettings(format="math", train_path=str(p), eval_size=0))
     assert {t.scorer for t in train} == {"math"}
-    g = ROOT.parent / "shared" / "data" / "gsm8k_test.jsonl"
+    g = DATA / "gsm8k_test.jsonl"
     if g.exists():
         train, held = load_problems(DataSettings(format="gsm8k", train_path=str(g),
                                                  eval_size=5, max_gold_steps=2))
