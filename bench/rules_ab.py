@@ -2,6 +2,7 @@
 
     $ python -m bench.rules_ab                  # math profile, against main, all corpus rows
     $ python -m bench.rules_ab --base HEAD~3 --scorer gsm8k --pairs 9
+    $ python -m bench.rules_ab --base 2a777e4 --pick 65e1910 43f050f --pairs 21  # issue 26
 
 The base revision's ``reward_service`` is exported with ``git archive`` into a temporary
 folder and imported as the package ``rs_base`` (its imports renamed), so both sides are the
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,9 @@ def _renamed(text: str) -> str:
     return re.sub(r"\breward_service\b", "rs_base", text)
 
 
-def base_scorers(rev: str, into: Path) -> dict[str, Scorer]:
-    """The scorer table of ``rev``'s ``reward_service``, imported as ``rs_base``.
+def base_scorers(rev: str, into: Path, picks: Sequence[str] = ()) -> dict[str, Scorer]:
+    """The scorer table of ``rev``'s ``reward_service`` (with the changes of the commits
+    ``picks`` applied to it, in order), imported as ``rs_base``.
 
     A module whose source is the same in both trees (the library patches, unchanged by a
     rules change) is shared, not loaded twice: the process-wide patches are this tree's, and
@@ -58,6 +60,10 @@ def base_scorers(rev: str, into: Path) -> dict[str, Scorer]:
     tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "reward_service"],
                          check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=tar, check=True)
+    for pick in picks:  # e.g. a speed-up of the same round that the base should share
+        diff = subprocess.run(["git", "-C", str(ROOT), "diff", f"{pick}^", pick, "--",
+                               "reward_service"], check=True, capture_output=True).stdout
+        subprocess.run(["git", "apply", "-p1"], cwd=into, input=diff, check=True)
     (into / "reward_service").rename(into / "rs_base")
     for path in (into / "rs_base").rglob("*.py"):
         path.write_text(_renamed(path.read_text()))
@@ -85,6 +91,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="",
                     help="the revision to compare with (default: the merge base of HEAD and main)")
+    ap.add_argument("--pick", nargs="*", default=[], metavar="REV",
+                    help="commits whose reward_service changes are applied to the base first")
     ap.add_argument("--scorer", default="math")
     ap.add_argument("--pairs", type=int, default=7)
     ap.add_argument("--rows", type=int, default=0, help="only the first N rows (0: all)")
@@ -98,7 +106,7 @@ def main() -> None:
     rows = rows[: args.rows] if args.rows else rows
     with tempfile.TemporaryDirectory() as tmp:
         new = build_scorers()[args.scorer]
-        sides = {"base": base_scorers(base, Path(tmp))[args.scorer], "new": new}
+        sides = {"base": base_scorers(base, Path(tmp), args.pick)[args.scorer], "new": new}
         verdicts = {name: timed(fn, rows)[1] for name, fn in sides.items()}  # warm-up
         times: dict[str, list[float]] = {"base": [], "new": []}
         for i in range(args.pairs):
@@ -107,8 +115,9 @@ def main() -> None:
     ratios = [n / b for n, b in zip(times["new"], times["base"], strict=True)]
     differ = sum(a != b for a, b in zip(verdicts["base"], verdicts["new"], strict=True))
     per_item = {k: statistics.median(v) / len(rows) * 1e6 for k, v in times.items()}
+    picked = f" + {' '.join(p[:12] for p in args.pick)}" if args.pick else ""
     print(f"{args.scorer} profile, {len(rows)} corpus rows, {args.pairs} pairs (ABBA), "
-          f"base {base[:12]}")
+          f"base {base[:12]}{picked}")
     print(f"CPU per item: base {per_item['base']:.0f} us, new {per_item['new']:.0f} us")
     print(f"ratio new/base: median {statistics.median(ratios):.3f} "
           f"[min {min(ratios):.3f}, max {max(ratios):.3f}]")

@@ -18,6 +18,7 @@ import pytest
 from reward_service.scorers import RULE_KEYS, rule_of
 from reward_service.scorers.impl import build_scorers
 from reward_service.scorers.patches import install_patches
+from reward_service.scorers.rules.strict_commit import MATH_VALUE_WORDS
 from tests.golden.hedge_corpus import generate
 
 pytestmark = pytest.mark.needs_data
@@ -139,8 +140,8 @@ def test_hedge_rule_is_linear_on_adversarial_text(scorer: str) -> None:
 
 
 def test_guarded_clause_end_finds_the_same_matches() -> None:
-    """hedge._CLAUSE_END is its pattern behind a start guard: the same matches (spans) on
-    every corpus response and hedge-corpus text, and on the characters that fold to the
+    """hedge._CLAUSE_END and the ``math`` lead scanner are their patterns behind a start
+    guard: the same matches (spans) on every corpus response and hedge-corpus text, and on the characters that fold to the
     guard's letters under IGNORECASE (the long s, the Kelvin sign)."""
     from reward_service.scorers.rules import hedge
     from tests.helpers import read_jsonl
@@ -150,9 +151,86 @@ def test_guarded_clause_end_finds_the_same_matches() -> None:
     texts += [r["response"] for r in generate()]
     texts += ["\u017fo it is 5. \u017fo, Thus\nBUT then, hence; so again 6! THEREFORE? ok",
               "x,y;z: a.b!c?d \u212a so"]
-    found = 0
+    led = hedge._scanners(MATH_VALUE_WORDS)[0]
+    assert led.pattern.startswith(hedge.LED_GUARD)
+    led_plain = re.compile(led.pattern.removeprefix(hedge.LED_GUARD), led.flags)
+    texts += ["\u0130t could be 5; \u0131f not 6, F\u0130NAL ANSWER: 7; #### 8; OR 9, BUT may be 10"]
+    found = leads = 0
     for text in texts:
         spans = [m.span() for m in hedge._CLAUSE_END.finditer(text)]
         assert spans == [m.span() for m in plain.finditer(text)], text[:80]
         found += len(spans)
-    assert found > len(texts)
+        spans = [m.span() for m in led.finditer(text)]
+        assert spans == [m.span() for m in led_plain.finditer(text)], text[:80]
+        leads += len(spans)
+    assert found > len(texts) and leads > len(texts) / 2, (found, leads)
+
+
+def test_last_end_is_the_plain_scan() -> None:
+    """hedge._last_end (a 40-character window first) gives what the 200/3000-character scan
+    it stands for gives, for both patterns it is used with, at every 13th position of every
+    corpus response and hedge-corpus text and around every match."""
+    from reward_service.scorers.rules import hedge
+    from tests.helpers import read_jsonl
+
+    def plain(pattern: re.Pattern[str], text: str, pos: int) -> int:
+        for window in (200, hedge._WINDOW):
+            lo = max(0, pos - window)
+            ends = [lo]
+            for m in pattern.finditer(text, lo):
+                if m.end() > pos:
+                    break
+                ends.append(m.end())
+            if len(ends) > 1 or lo == 0:
+                return ends[-1]
+        return max(0, pos - hedge._WINDOW)
+
+    texts = [r["response"] for r in read_jsonl("corpus.jsonl")]
+    texts += [r["response"] for r in generate()]
+    texts += ["so " * 30 + "x" * 300 + " 5", "." * 50 + "therefore" + " " * 45 + "6"]
+    checked = 0
+    for text in texts:
+        for pattern in (hedge._CLAUSE_END, hedge._SENTENCE_END):
+            around = {p for m in pattern.finditer(text) for p in (m.end() + 39, m.end() + 41)}
+            for pos in sorted({*range(0, len(text) + 1, 13), *around}):
+                assert hedge._last_end(pattern, text, pos) == plain(pattern, text, pos), \
+                    (text[max(0, pos - 60):pos], pos)
+                checked += 1
+    assert checked > 50_000
+
+
+def test_nothing_offered_skips_only_closing_parts_without_candidates(monkeypatch) -> None:
+    """hedge._nothing_offered (the test that lets ``candidates`` skip its scans) is never
+    true where the scans find a candidate: every ``candidates`` call the ``math`` profile
+    makes on the corpus, the generated hedge corpus (both rounds) and delimiter shapes is
+    replayed with the test turned off."""
+    from reward_service.scorers.rules import hedge
+    from tests.helpers import read_jsonl
+
+    calls: list[tuple] = []
+    full = hedge.candidates
+
+    def recorded(text, start, answer, value, scan=None, holds=None):  # type: ignore[no-untyped-def]
+        calls.append((text, start, answer, value, scan, holds))
+        return full(text, start, answer, value, scan, holds)
+
+    monkeypatch.setattr(hedge, "candidates", recorded)
+    rows = [(r["response"], r["gold"]) for r in read_jsonl("corpus.jsonl")]
+    rows += [(r["response"], r["gold"]) for r in generate() if r["scorer"] == "math"]
+    rows += [(f"The answer is {a}5{b} or {c}", "5") for a, b in
+             [("$", "$"), ("\\(", "\\)"), ("\\boxed{", "}"), ("**", "**"), ("$$", "$$")]
+             for c in ("$6$", "**6**", "six", "\\(6\\)", "\\boxed{6}", "$", "$ $", "\\sqrt{2}",
+                       "\\pi", "$x$", "\\(y\\)", "\\sqrt{x}", "Thirty-One", "\u017fix")]
+    for response, gold in rows:
+        S["math"](response, gold, {})
+    nothing = hedge._nothing_offered
+    monkeypatch.setattr(hedge, "_nothing_offered", lambda *a: False)  # the scans, always
+    skipped = offered = 0
+    for text, start, answer, value, scan, holds in calls:
+        assert holds is not None
+        found = list(full(text, start, answer, value, scan, holds))
+        offered += bool(found)
+        if nothing(text, start, *answer, holds):
+            skipped += 1
+            assert not found, (text[start:][:200], found)
+    assert skipped > 2000 and offered > 1000, (skipped, offered)

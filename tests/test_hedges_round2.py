@@ -153,6 +153,12 @@ def test_text_forms() -> None:
     assert join_digit_groups("1\\,000\\,000 vs 1 000\u2009000") == "1000000 vs 1000\u2009000"
     assert [word_value(w) for w in ("six", "thirty-one", "one half", "two thirds")] == [
         6, 31, 0.5, pytest.approx(2 / 3)]
+    # the letters IGNORECASE folds to ASCII ones (long s, dotted and dotless i, Kelvin): WORDS
+    # matches them, so they have the word's value (a KeyError in the worker before)
+    folded = {chr(c) for c in range(128, sys.maxunicode + 1) if re.fullmatch("(?i:[a-z])", chr(c))}
+    assert folded == {"\u017f", "\u0130", "\u0131", "\u212a"}
+    assert [word_value(w) for w in ("\u017fix", "FIVE", "n\u0131ne", "\u0130")] == [6, 5, 9, None]
+    assert S["math"]("The answer is $5$ or \u017fix.", "5", {}).status == "incorrect"
 
 
 def test_json_number_labels_are_positional_decimals() -> None:

@@ -167,7 +167,7 @@ class MathStrictScorer:
             return Verdict("error", reason=f"{base.resource_error} while parsing the response")
         if not pred:
             return Verdict("no_answer", extracted_gold=_shown(gold), reason="no answer found")
-        ok, reason = self._judge(response, ground_truth, gold, pred, where)
+        ok, reason = self._judge(response, ground_truth, gold_text, gold, pred, where)
         if reason is None and literals and where is not None:  # rule 7
             reason = scientific_reason(
                 where, literals, ok, lambda mantissa: base.verify(gold_text, gold, mantissa))
@@ -179,11 +179,12 @@ class MathStrictScorer:
         self,
         response: str,
         ground_truth: str,
+        gold_text: str,
         gold: list[Any],
         pred: list[Any],
         where: re.Match[str] | None,
     ) -> tuple[bool, str | None]:
-        ok = self._base.verify(strict_gold(ground_truth), gold, pred)
+        ok = self._base.verify(gold_text, gold, pred)
         reason: str | None = None
         g0 = gold[0] if isinstance(gold[0], sympy.Basic) else None
         p0 = pred[0] if isinstance(pred[0], sympy.Basic) else None

@@ -179,8 +179,14 @@ class Candidate:
 
 def _last_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
     """The end of the last match of ``pattern`` ending at or before ``pos``: looked for in
-    the 200 characters before ``pos``, then in ``_WINDOW`` (whose start it returns if none)."""
-    for window in (200, _WINDOW):
+    the 200 characters before ``pos``, then in ``_WINDOW`` (whose start it returns if none).
+
+    Tried first in the 40 characters before ``pos`` (a clause end is rarely further; half
+    the cost on the corpus): exact for ``_CLAUSE_END`` and ``_SENTENCE_END``, whose matches
+    never overlap, so a match found there is the last one the 200 would give (any match
+    ending after it would start after it, inside the 40). tests/test_hedges.py compares it
+    with the plain 200/``_WINDOW`` scan."""
+    for window in (40, 200, _WINDOW):
         lo = max(0, pos - window)
         end = -1
         for m in pattern.finditer(text, lo):  # not endpos=pos: the lookaheads see past it
@@ -246,6 +252,12 @@ def _inner(m: re.Match[str]) -> str:
     return (groups[0] if groups else m.group(0)).strip()
 
 
+# what a lead can begin with: the first letters of _ALT_WORDS' alternatives and of COMMIT's
+# (under the same IGNORECASE), as for _CLAUSE_END (a third faster on the corpus;
+# tests/test_hedges.py compares the matches with and without it)
+LED_GUARD = r"(?=[abcefimopt#])"
+
+
 @lru_cache(maxsize=32)
 def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
     """For a value pattern: a value led by an alternative word or commitment phrase; led by
@@ -253,7 +265,7 @@ def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
     to a value."""
     v = value.pattern
     flags = re.IGNORECASE | re.DOTALL
-    led = re.compile(r"(?:\b(?:" + _ALT_WORDS + r")\b|" + COMMIT + r")" + _FILLER
+    led = re.compile(LED_GUARD + r"(?:\b(?:" + _ALT_WORDS + r")\b|" + COMMIT + r")" + _FILLER
                      + r"(?=" + v + ")", flags)
     conditional = re.compile(r"(?:\b(?:" + _CONDITIONAL_ALT + r")\b|" + _CONDITION_CLAUSE + r")"
                              + _FILLER + r"(?=" + v + ")", flags)
@@ -264,9 +276,45 @@ def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
     return led, conditional, after_or, joined
 
 
+# The answer's own delimiters, next to it, are not a value on their own: one opening token
+# before the answer and one closing after it are set aside (``_nothing_offered``).
+_LETTERS = re.compile(r"[a-z]+")
+_OPENERS = ("$$", "$", "\\(", "\\[", "**", "\\boxed{", "\\fbox{")
+_CLOSERS = ("$$", "$", "\\)", "\\]", "**", "}")
+
+
+def _quiet(piece: str, holds: re.Pattern[str]) -> bool:
+    """No value can lie in ``piece``: ASCII, none of the characters every value holds, no
+    word a number in words ends with (under Unicode case folding other letters could spell
+    one, hence ASCII only)."""
+    return (piece.isascii() and holds.search(piece) is None
+            and NUMBER_TOKENS.isdisjoint(_LETTERS.findall(piece.lower())))
+
+
+def _nothing_offered(text: str, start: int, a0: int, a1: int, holds: re.Pattern[str]) -> bool:
+    """True only when no candidate can exist: every candidate is a value lying wholly in
+    ``text[start:a0]`` or ``text[a1:]``, and neither piece can hold one (``holds``: see
+    :func:`candidates`). Each piece is tested without the one delimiter token touching the
+    answer (``$``, ``\\(``, ``\\boxed{`` before; ``$``, ``\\)``, ``}`` after): for ``math``'s
+    value forms, alone with quiet text it completes none (a ``$`` value needs two ``$``, a
+    ``\\(`` one its ``\\)``, a box its ``}``, bold a digit). Three in four closing parts of the
+    corpus; tests/test_hedges.py checks that none of them has a candidate."""
+    before = text[start:a0].rstrip()
+    for token in _OPENERS:
+        if before.endswith(token):
+            before = before[: -len(token)]
+            break
+    after = text[a1:].lstrip()
+    for token in _CLOSERS:
+        if after.startswith(token):
+            after = after[len(token):]
+            break
+    return _quiet(before, holds) and _quiet(after, holds)
+
+
 def candidates(
     text: str, start: int, answer: tuple[int, int], value: re.Pattern[str],
-    scan: re.Pattern[str] | None = None,
+    scan: re.Pattern[str] | None = None, holds: re.Pattern[str] | None = None,
 ) -> Iterator[Candidate]:
     """Candidate answers in ``text[start:]`` other than the final answer at ``answer``
     (start, end): values after a commitment phrase or an alternative word, a value before a
@@ -274,9 +322,14 @@ def candidates(
     (its first non-empty group, when it has groups, is the value as written). ``scan``, when
     given, is ``value`` without number words, for the searches through the whole closing part
     (a word alternative tried at every position is slow): then a number word counts after a
-    lead (``or six``) and right before ``or`` (``six or 5``), not before a condition."""
-    led, conditional, after_or, joined_to = _scanners(value)
+    lead (``or six``) and right before ``or`` (``six or 5``), not before a condition.
+    ``holds``, when given, matches a character that every match of ``scan`` holds (for
+    ``math``: a digit, ``\\`` or ``$``); a closing part where none can stand outside the
+    answer, nor a number word, is not scanned (:func:`_nothing_offered`)."""
     a0, a1 = answer
+    if holds is not None and _nothing_offered(text, start, a0, a1, holds):
+        return
+    led, conditional, after_or, joined_to = _scanners(value)
 
     def outside(s: int, e: int) -> bool:
         return e <= a0 or s >= a1
@@ -327,13 +380,14 @@ def distinct_candidates(
     same: Callable[[str], bool],
     extra: list[str] | None = None,
     scan: re.Pattern[str] | None = None,
+    holds: re.Pattern[str] | None = None,
 ) -> list[str]:
     """The candidates (and ``extra`` values, e.g. every box) that are not the final answer
-    by ``same``; empty when the response commits to one answer. ``scan``: see
+    by ``same``; empty when the response commits to one answer. ``scan``, ``holds``: see
     :func:`candidates`."""
     start = closing_start(text, commit_start, value)
     found: list[str] = []
-    for c in [*(extra or []), *(c.value for c in candidates(text, start, answer, value, scan))]:
+    for c in [*(extra or []), *(c.value for c in candidates(text, start, answer, value, scan, holds))]:
         if c and c not in found and not same(c):
             found.append(c)
     return found

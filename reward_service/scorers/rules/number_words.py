@@ -49,9 +49,14 @@ WORDS = (
 _WORDS_FULL = re.compile(WORDS, re.IGNORECASE)
 
 
+# the non-ASCII letters IGNORECASE matches to ASCII ones (LATIN SMALL LONG S, DOTTED and
+# DOTLESS I, KELVIN SIGN): WORDS matches six with a long s, and its value is six's
+_FOLD = str.maketrans({"\u017f": "s", "\u0130": "i", "\u0131": "i", "\u212a": "k"})
+
+
 def word_value(text: str) -> Fraction | None:
     """The value of a number written in words (:data:`WORDS`), else None."""
-    s = text.strip().lower()
+    s = text.strip().translate(_FOLD).lower()
     if _WORDS_FULL.fullmatch(s) is None:
         return None
     parts = [p for p in re.split(r"[- ]+", s) if p != "and"]

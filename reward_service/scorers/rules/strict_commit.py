@@ -65,6 +65,9 @@ _VALUE_FORMS = (
     r")(?!\s*(?:[-+*/^=<>]|\\(?:cdot|times|div|pm|mp|le|ge|leq|geq|neq|ne)\b))"
 )
 MATH_VALUE = re.compile(_VALUE_FORMS.replace("{words}", ""), re.DOTALL)
+# a character every match of MATH_VALUE holds (bold holds a digit): hedge.candidates skips a
+# closing part where none stands outside the answer
+MATH_VALUE_HOLDS = re.compile(r"[\d\\$]")
 # the same, and a number in words (six, thirty-one, one half: number_words.py): matched where
 # a value is expected (after a lead), never searched for through a whole text (the word
 # alternative tried at every position would cost more than the rule's time budget)
@@ -165,7 +168,7 @@ def _hedged_answers(text: str, where: re.Match[str] | None, pred: list[Any], box
         return not other or not _is_value(other[0]) or verify_default(pred, other)
 
     others = hedge.distinct_candidates(text, commit, (a0, a1), MATH_VALUE_WORDS, same,
-                                       scan=MATH_VALUE)
+                                       scan=MATH_VALUE, holds=MATH_VALUE_HOLDS)
     others += [b for b in boxes if b not in others]
     if not others:
         return None

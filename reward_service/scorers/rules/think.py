@@ -65,6 +65,8 @@ def judged_text(response: str, params: Mapping[str, Any], forms: bool = True) ->
     then, with ``forms``, digit groups joined and disjunction symbols as words (the ``math``
     profile does that only where its answer needs it: ``text_forms.answer_needs_forms``).
     None: an unclosed think block. ``ValueError`` for a bad ``extra.think``."""
+    if not forms and not params and "<" not in response and response.isascii():
+        return response  # most items: no options, no tag, nothing to remove (as below)
     text = plain_text(response)
     if think_enabled(params):
         answer = answer_part(text)
