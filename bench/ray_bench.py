@@ -217,8 +217,9 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
     settings = {"workers": 1, "spares": 1, "cache_items": 0, "max_items": 16384,
                 "log_level": "warning"}
 
-    def app() -> Any:
-        return reward_app.build_app({"settings": settings, "num_replicas": 2})
+    def app(replicas: int = 2, workers: int = 1) -> Any:
+        return reward_app.build_app({"settings": {**settings, "workers": workers},
+                                     "num_replicas": replicas})
 
     out: dict[str, Any] = {}
     t0 = time.monotonic()
@@ -248,6 +249,18 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         if not wait_until(noop_routed, timeout_s=60.0, interval_s=0.2):
             raise RuntimeError(f"no-op Serve app not routed: {serve.status()}")
         out["noop_floor"] = _floor(url, path="/noop/v1/score")
+        # the handle passes again on one replica holding both workers, as the deployment
+        # places replicas on a 2-core node (num_cpus = workers): one server process, one
+        # zygote and spare, one set of Ray replica threads, like the plain service
+        for name, kwargs in PATTERNS:
+            serve.delete("reward-bench")
+            serve.run(app(replicas=1, workers=2), name="reward-bench", route_prefix="/",
+                      blocking=False)
+            if not wait_until(lambda: _ready(url), timeout_s=300.0, interval_s=0.2):
+                raise RuntimeError(f"Serve app not ready again: {serve.status()}")
+            target = HandleTarget("reward-bench")
+            sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
+            out[f"handle1_{name}"] = _pattern(target, rows, kwargs)
         return out
 
 
@@ -294,8 +307,8 @@ def run(ctx: Context) -> dict[str, Any]:
             "cores_used": [_cores(first[name]), _cores(ray_pass)],
             "mismatches": sum(a != b for a, b in zip(ray_pass["verdicts"],
                                                      first[name]["verdicts"], strict=True))}
-        out[f"handle_{name}"] = handle_figures(serve_out[f"handle_{name}"],
-                                                (first[name], last[name]), len(rows))
+        for key in (f"handle_{name}", f"handle1_{name}"):
+            out[key] = handle_figures(serve_out[key], (first[name], last[name]), len(rows))
     return out
 
 

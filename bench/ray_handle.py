@@ -65,13 +65,18 @@ def handle_report(r: dict[str, Any], patterns: list[str]) -> list[str]:
              "| client pattern | handle items/s | x plain items/s | CPU ms/item plain (before, "
              "after), handle | CPU ratio [bracket] | caller CPU ms/item plain, handle | CPU ratio "
              "with callers | verdict mismatches |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name in patterns:
-        v = r[f"handle_{name}"]
-        pl, lo_hi = v["plain_cpu_ms_per_item"], v["cpu_ratio_bracket"]
-        lines.append(
-            f"| {name} | {v['items_s']:.0f} | {v['ratio']:.2f} | {pl[0]:.3f}, {pl[1]:.3f}, "
+    for prefix, shape in (("handle", "2 replicas x 1 worker"),
+                          ("handle1", "1 replica x 2 workers")):
+        for name in patterns:
+            if f"{prefix}_{name}" in r:
+                lines.append(_row(r[f"{prefix}_{name}"], f"{name}, {shape}"))
+    return lines
+
+
+def _row(v: dict[str, Any], label: str) -> str:
+    pl, lo_hi = v["plain_cpu_ms_per_item"], v["cpu_ratio_bracket"]
+    return (f"| {label} | {v['items_s']:.0f} | {v['ratio']:.2f} | {pl[0]:.3f}, {pl[1]:.3f}, "
             f"{v['cpu_ms_per_item']:.3f} | **{v['cpu_ratio']:.2f}** [{lo_hi[0]:.2f}-{lo_hi[1]:.2f}]"
             f" | {statistics.mean(v['plain_client_cpu_ms_per_item']):.3f}, "
             f"{v['client_cpu_ms_per_item']:.3f} | {v['cpu_ratio_with_client']:.2f} | "
             f"{v['mismatches']} |")
-    return lines

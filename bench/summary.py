@@ -64,9 +64,13 @@ def _per_sample(ps: dict[str, Any]) -> list[Target]:
     lean = ps["items_s"]["raw_lean"]
     how = (f"{ps['rows']} rows, {ps['callers']} callers, one item per request, a new "
            "connection each (raw HTTP/1.1 client)")
+    ceiling = ps.get("floor", {}).get("raw_lean", {}).get("ceiling_x_batched")
+    # what no server could pass here: the callers, the server and the workers share the cores
+    bound = (f"; this machine's ceiling for any server, from the zero-cost app's CPU: "
+             f"{ceiling:.2f}x" if ceiling is not None else "")
     return [Target("per-sample ÷ batched", True, 0.45,
                    [lean / b for b in ps["batched_items_s_each"]],
-                   how + "; batched first and last"),
+                   how + "; batched first and last" + bound),
             Target("server CPU per one-item request ÷ zero-cost ASGI app's", False, 1.5,
                    [ps["server_ms_per_request"] / f for f in ps["floor_server_ms_each"]],
                    how + f"; the service {ps['server_ms_per_request']:.3f} ms, the app "
@@ -83,13 +87,18 @@ def _overhead(ov: dict[str, Any]) -> list[Target]:
 
 
 def _ray(r: dict[str, Any]) -> list[Target]:
-    h = r.get("handle_client_defaults")
-    if not h:
-        return []
-    return [Target("Ray handle client: CPU per item, plain service ÷ handle", True, 0.85,
-                   h["cpu_ratio_bracket"],
-                   f"{r['rows']} rows, RewardClient defaults (512-item requests, 4 in flight); "
-                   "2 replicas x 1 worker vs the plain service (2 workers) before and after")]
+    out = []
+    for key, shape in (("handle_client_defaults", "2 replicas x 1 worker"),
+                       ("handle1_client_defaults", "1 replica x 2 workers")):
+        h = r.get(key)
+        if h:
+            name = "Ray handle client: CPU per item, plain service ÷ handle"
+            out.append(Target(name if key == "handle_client_defaults" else f"{name} ({shape})",
+                              True, 0.85, h["cpu_ratio_bracket"],
+                              f"{r['rows']} rows, RewardClient defaults (512-item requests, 4 in "
+                              f"flight); {shape} vs the plain service (2 workers) before and "
+                              "after"))
+    return out
 
 
 def targets(res: dict[str, Any]) -> list[Target]:
