@@ -200,7 +200,7 @@ def test_last_end_is_the_plain_scan() -> None:
 
 
 def test_nothing_offered_skips_only_closing_parts_without_candidates(monkeypatch) -> None:
-    """hedge._nothing_offered (the test that lets ``candidates`` skip its scans) is never
+    """hedge_skip.nothing_offered (the test that lets ``candidates`` skip its scans) is never
     true where the scans find a candidate: every ``candidates`` call the ``math`` profile
     makes on the corpus, the generated hedge corpus (both rounds) and delimiter shapes is
     replayed with the test turned off."""
@@ -223,8 +223,8 @@ def test_nothing_offered_skips_only_closing_parts_without_candidates(monkeypatch
                        "\\pi", "$x$", "\\(y\\)", "\\sqrt{x}", "Thirty-One", "\u017fix")]
     for response, gold in rows:
         S["math"](response, gold, {})
-    nothing = hedge._nothing_offered
-    monkeypatch.setattr(hedge, "_nothing_offered", lambda *a: False)  # the scans, always
+    nothing = hedge.nothing_offered
+    monkeypatch.setattr(hedge, "nothing_offered", lambda *a: False)  # the scans, always
     skipped = offered = 0
     for text, start, answer, value, scan, holds in calls:
         assert holds is not None

@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from reward_service.scorers.rules.hedge_skip import nothing_offered
 from reward_service.scorers.rules.number_words import NUMBER_TOKENS, WORDS
 
 __all__ = [
@@ -276,42 +277,6 @@ def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
     return led, conditional, after_or, joined
 
 
-# The answer's own delimiters, next to it, are not a value on their own: one opening token
-# before the answer and one closing after it are set aside (``_nothing_offered``).
-_LETTERS = re.compile(r"[a-z]+")
-_OPENERS = ("$$", "$", "\\(", "\\[", "**", "\\boxed{", "\\fbox{")
-_CLOSERS = ("$$", "$", "\\)", "\\]", "**", "}")
-
-
-def _quiet(piece: str, holds: re.Pattern[str]) -> bool:
-    """No value can lie in ``piece``: ASCII, none of the characters every value holds, no
-    word a number in words ends with (under Unicode case folding other letters could spell
-    one, hence ASCII only)."""
-    return (piece.isascii() and holds.search(piece) is None
-            and NUMBER_TOKENS.isdisjoint(_LETTERS.findall(piece.lower())))
-
-
-def _nothing_offered(text: str, start: int, a0: int, a1: int, holds: re.Pattern[str]) -> bool:
-    """True only when no candidate can exist: every candidate is a value lying wholly in
-    ``text[start:a0]`` or ``text[a1:]``, and neither piece can hold one (``holds``: see
-    :func:`candidates`). Each piece is tested without the one delimiter token touching the
-    answer (``$``, ``\\(``, ``\\boxed{`` before; ``$``, ``\\)``, ``}`` after): for ``math``'s
-    value forms, alone with quiet text it completes none (a ``$`` value needs two ``$``, a
-    ``\\(`` one its ``\\)``, a box its ``}``, bold a digit). Three in four closing parts of the
-    corpus; tests/test_hedges.py checks that none of them has a candidate."""
-    before = text[start:a0].rstrip()
-    for token in _OPENERS:
-        if before.endswith(token):
-            before = before[: -len(token)]
-            break
-    after = text[a1:].lstrip()
-    for token in _CLOSERS:
-        if after.startswith(token):
-            after = after[len(token):]
-            break
-    return _quiet(before, holds) and _quiet(after, holds)
-
-
 def candidates(
     text: str, start: int, answer: tuple[int, int], value: re.Pattern[str],
     scan: re.Pattern[str] | None = None, holds: re.Pattern[str] | None = None,
@@ -325,9 +290,9 @@ def candidates(
     lead (``or six``) and right before ``or`` (``six or 5``), not before a condition.
     ``holds``, when given, matches a character that every match of ``scan`` holds (for
     ``math``: a digit, ``\\`` or ``$``); a closing part where none can stand outside the
-    answer, nor a number word, is not scanned (:func:`_nothing_offered`)."""
+    answer, nor a number word, is not scanned (``hedge_skip.nothing_offered``)."""
     a0, a1 = answer
-    if holds is not None and _nothing_offered(text, start, a0, a1, holds):
+    if holds is not None and nothing_offered(text, start, a0, a1, holds):
         return
     led, conditional, after_or, joined_to = _scanners(value)
 
