@@ -231,6 +231,28 @@ def test_too_many_items_gets_413(client: httpx.Client) -> None:
     assert "items" in r.json()["detail"]
 
 
+@pytest.mark.parametrize("route", ["/v1/score", "/get_reward"])
+def test_too_many_items_are_refused_on_their_count(client: httpx.Client, route: str) -> None:
+    """413 on the decoded body's count, before any item is validated (a 7 MB body of 200,000
+    items held the event loop 0.32 s in validation before its 413). Shown by an invalid first
+    item: too many items answer 413, not that item's 422; the control, the same invalid item in
+    a small request, is the 422."""
+    n = 20_000  # over the default REWARD_MAX_ITEMS (16,384)
+
+    def body(count: int) -> dict[str, object]:
+        if route == "/v1/score":
+            return {"items": [{"response": 5, "ground_truth": "1"}]
+                    + [{"response": "1", "ground_truth": "1"}] * (count - 1)}
+        return {"query": [5] + ["Q: 1"] * (count - 1), "prompts": ["Q: "] * count,
+                "labels": ["1"] * count}
+
+    r = client.post(route, json=body(n))
+    assert r.status_code == 413 and f"{n} items" in r.json()["detail"], r.text[:300]
+    ctl = client.post(route, json=body(2))
+    assert ctl.status_code == 422, ctl.text[:300]
+    assert ctl.json()["detail"][0]["loc"][:3] in (["body", "items", 0], ["body", "query", 0])
+
+
 def test_20mb_response_gets_413(client: httpx.Client) -> None:
     r = _score(client, [{"response": "9" * 20_000_000, "ground_truth": "1"}])
     assert r.status_code == 413, r.text[:300]

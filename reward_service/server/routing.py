@@ -230,6 +230,8 @@ class LeanJSONRoute(APIRoute):
     it is never validated. ``lean_handler`` is what :class:`ExpressLane` calls."""
 
     lean_handler: Handler
+    #: a check of the decoded body before it is validated (:func:`counted_route`), or None
+    precheck: Callable[[Any], None] | None = None
 
     def get_route_handler(self) -> Handler:
         params = list(inspect.signature(self.endpoint, eval_str=True).parameters.values())
@@ -268,18 +270,38 @@ class LeanJSONRoute(APIRoute):
         """The endpoint's arguments from a request, or the request's error: the service's
         own order (dependencies, content type, body, options; the first error answers)."""
 
+        precheck = self.precheck
+
         async def parse(request: Request) -> list[BaseModel]:
             for check in checks:
                 await check(request)
             if not _is_json(request.headers.get("content-type", "")):
                 raise InvalidRequestError.at(("body",), "Content-Type must be application/json",
                                              "content_type")
-            args = [_validated(model, _decode(await request.body()), "body")]
+            data = _decode(await request.body())
+            if precheck is not None:
+                precheck(data)
+            args = [_validated(model, data, "body")]
             if options is not None:
                 args.append(_validated(options, _query(request), "query"))
             return args
 
         return parse
+
+
+def counted_route(field: str, check: Callable[[int], None]) -> type[LeanJSONRoute]:
+    """A :class:`LeanJSONRoute` that passes the length of the body's list ``field`` to
+    ``check`` (which raises, e.g. the 413 of too many items) before any element is validated:
+    a 7 MB body of 200,000 one-character items held the event loop 0.32 s in validation
+    before its 413, and a request on its count alone takes what decoding takes."""
+
+    def precheck(data: Any) -> None:
+        value = data.get(field) if isinstance(data, dict) else None
+        if isinstance(value, list):
+            check(len(value))
+
+    return type(f"Counted{field.title()}Route", (LeanJSONRoute,),
+                {"precheck": staticmethod(precheck)})
 
 
 class FastAPIErrorsRoute(LeanJSONRoute):

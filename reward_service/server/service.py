@@ -93,14 +93,19 @@ class ScoringService:
         s = self.settings
         if self.pool.draining:
             raise DrainingError()
-        if n > s.max_items:
-            raise RequestTooLargeError(f"{n} items; at most {s.max_items} per request")
+        self.check_count(n)
         timeout = timeout_s if timeout_s is not None else s.default_timeout_s
         if timeout > s.max_timeout_s:
             raise InvalidRequestError.at(("body", "timeout_s"),
                                          f"timeout_s must be <= {s.max_timeout_s}",
                                          "less_than_equal")
         return timeout
+
+    def check_count(self, n: int) -> None:
+        """413 for a request of more than ``max_items`` items (also checked on the decoded
+        body before validation: ``routing.counted_route``)."""
+        if n > self.settings.max_items:
+            raise RequestTooLargeError(f"{n} items; at most {self.settings.max_items} per request")
 
     def job(self, where: tuple[Loc, Loc], response: str, ground_truth: str, scorer: str | None,
             data_source: str | None, extra: dict[str, Any] | None) -> Job:

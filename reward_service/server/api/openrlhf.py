@@ -18,7 +18,7 @@ from reward_service.scorers.registry import resolve_scorer
 from reward_service.scorers.rule_labels import RULE_KEYS, rule_flags
 from reward_service.server.batcher import Job
 from reward_service.server.compat import CompatError, openrlhf_items
-from reward_service.server.routing import LeanJSONRoute
+from reward_service.server.routing import counted_route
 from reward_service.server.schemas import GetRewardOptions, GetRewardRequest, GetRewardResponse
 from reward_service.server.service import PreFailed, ScoringService
 
@@ -108,7 +108,8 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
     r.add_api_route(
         "/get_reward", get_reward_route, methods=["POST"], response_model=GetRewardResponse,
         dependencies=list(dependencies),
-        route_class_override=LeanJSONRoute,  # per-sample traffic: see reward_service/server/routing.py
+        # per-sample traffic (reward_service/server/routing.py); too many queries: 413 on the count
+        route_class_override=counted_route("query", service.check_count),
         summary="OpenRLHF remote reward: --remote_rm_url http://HOST:PORT/get_reward",
         responses=COMPAT_RESPONSES,
     )

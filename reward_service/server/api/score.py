@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from reward_service.scorers.registry import UnknownScorerError
 from reward_service.server.batcher import Job
-from reward_service.server.routing import LeanJSONRoute
+from reward_service.server.routing import counted_route
 from reward_service.server.schemas import ScoreRequest, ScoreResponse
 from reward_service.server.service import PreFailed, ScoringService
 
@@ -59,7 +59,8 @@ def router(service: ScoringService, dependencies: Sequence[Depends]) -> APIRoute
         r.add_api_route(
             path, score_route, methods=["POST"], response_model=ScoreResponse,
             dependencies=dependencies,
-            route_class_override=LeanJSONRoute,  # the hot path: see reward_service/server/routing.py
+            # the hot path (reward_service/server/routing.py); too many items: 413 on the count
+            route_class_override=counted_route("items", service.check_count),
             summary="Score a batch of responses against ground truths",
             responses=RESPONSES,
         )
