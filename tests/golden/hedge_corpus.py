@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import re
 import sys
@@ -41,9 +40,9 @@ try:
     from tests.golden import hedge_corpus_r2 as round2
     from tests.helpers import DATA
 except ImportError:  # run as a script: python tests/golden/hedge_corpus.py
-    import hedge_corpus_r2 as round2  # type: ignore[no-redef]
-    DATA = Path(os.environ.get("REWARD_TEST_DATA")
-                or Path(__file__).resolve().parents[3] / "shared" / "data")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository
+    from tests.golden import hedge_corpus_r2 as round2
+    from tests.helpers import DATA
 
 CORPUS = DATA / "corpus.jsonl"
 
