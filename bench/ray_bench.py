@@ -229,14 +229,21 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         # through Serve's proxy, then through the deployment handle (RayRewardClient)
         passes = [(name, _Url(url), kwargs) for name, kwargs in PATTERNS]
         passes += [(f"handle_{name}", HandleTarget("reward-bench"), kwargs) for name, kwargs in PATTERNS]
-        for i, (key, target, kwargs) in enumerate(passes):
-            if i:
-                serve.delete("reward-bench")
-                serve.run(app(), name="reward-bench", route_prefix="/", blocking=False)
-                if not wait_until(lambda: _ready(url), timeout_s=300.0, interval_s=0.2):
-                    raise RuntimeError(f"Serve app not ready again: {serve.status()}")
+
+        def fresh(application: Any) -> None:  # redeployed: fresh replicas, fresh pools
+            serve.delete("reward-bench")
+            serve.run(application, name="reward-bench", route_prefix="/", blocking=False)
+            if not wait_until(lambda: _ready(url), timeout_s=300.0, interval_s=0.2):
+                raise RuntimeError(f"Serve app not ready again: {serve.status()}")
+
+        def measure(key: str, target: Any, kwargs: dict[str, Any]) -> None:
             sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
             out[key] = _pattern(target, rows, kwargs)
+
+        for i, (key, target, kwargs) in enumerate(passes):
+            if i:
+                fresh(app())
+            measure(key, target, kwargs)
         out["floor"] = _floor(url)
         serve.run(_noop_app(), name="noop-floor", route_prefix="/noop", blocking=False)
 
@@ -253,14 +260,8 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         # places replicas on a 2-core node (num_cpus = workers): one server process, one
         # zygote and spare, one set of Ray replica threads, like the plain service
         for name, kwargs in PATTERNS:
-            serve.delete("reward-bench")
-            serve.run(app(replicas=1, workers=2), name="reward-bench", route_prefix="/",
-                      blocking=False)
-            if not wait_until(lambda: _ready(url), timeout_s=300.0, interval_s=0.2):
-                raise RuntimeError(f"Serve app not ready again: {serve.status()}")
-            target = HandleTarget("reward-bench")
-            sc.service_throughput(target, ctx.warm_rows, 512, timeout_s=30.0)
-            out[f"handle1_{name}"] = _pattern(target, rows, kwargs)
+            fresh(app(replicas=1, workers=2))
+            measure(f"handle1_{name}", HandleTarget("reward-bench"), kwargs)
         return out
 
 
