@@ -141,8 +141,9 @@ def test_hedge_rule_is_linear_on_adversarial_text(scorer: str) -> None:
 
 def test_guarded_clause_end_finds_the_same_matches() -> None:
     """hedge._CLAUSE_END and the ``math`` lead scanner are their patterns behind a start
-    guard: the same matches (spans) on every corpus response and hedge-corpus text, and on the characters that fold to the
-    guard's letters under IGNORECASE (the long s, the Kelvin sign)."""
+    guard: the same matches (spans) on every corpus response and hedge-corpus text, and on
+    the characters that fold to the guard's letters under IGNORECASE (the long s, the Kelvin
+    sign, the dotted and dotless i)."""
     from reward_service.scorers.rules import hedge
     from tests.helpers import read_jsonl
 

@@ -155,7 +155,8 @@ def _await_held_body_bytes(url: str, token: str, at_least: int, timeout_s: float
 def trickled_bodies(url: str, *, n: int, declared: int, hold_s: float, token: str,
                     trickler_token: str | None) -> TrickleResult:
     """Item 3: ``n`` connections declare ``declared`` bytes, send all but ``_LEFT``, then one
-    byte every 0.5 s for up to ``hold_s`` (never the last: the body is never completed); meanwhile the token holder posts one item every 0.2 s.
+    byte every 0.5 s for up to ``hold_s`` (never the last: the body is never completed);
+    meanwhile the token holder posts one item every 0.2 s.
     ``trickler_token``: the tricklers' own bearer token (None: they have none)."""
     host, port = _addr(url)
     out = TrickleResult([""] * n)
