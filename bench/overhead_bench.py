@@ -10,7 +10,9 @@ the reply) and outside it (round trip - server: the client, the kernel, uvicorn,
 middleware). Also timed: ``GET /healthz`` on the same connection (the HTTP floor: no body, no
 worker) and a trivial item (``\\boxed{1}`` against ``1``) next to the corpus rows; and, before
 and after, the same client's round trip of the trivial body to bare uvicorn (issue 28: the
-service's single-item round trip ≤ 2.0x bare uvicorn's).
+service's single-item round trip ≤ 2.0x bare uvicorn's) and to the same app relaying each
+request to an echo process (``bench/floor_app.py``'s ``relay``): with the worker's scoring
+time added, the floor of any server whose scorer runs in another process.
 """
 
 from __future__ import annotations
@@ -77,14 +79,16 @@ def _pass(conn: http.client.HTTPConnection, items: Sequence[dict[str, Any]]) -> 
     }
 
 
-def bare_round_trip_ms(n: int) -> dict[str, float]:
+def bare_round_trip_ms(n: int, app: str = "app") -> dict[str, float]:
     """The same client's round trip of the trivial single-item body to bare uvicorn (the
     zero-cost app of ``bench/floor_app.py``: httptools, uvloop, a fixed reply), ``n`` times on
-    one keep-alive connection: the floor of issue 28's round-trip target."""
+    one keep-alive connection: the baseline of issue 28's round-trip target. With ``app``
+    ``"relay"``: the same app after a round trip to an echo process, the floor of any server
+    that scores out of its own process."""
     from bench.per_sample import _floor_server
 
     body = orjson.dumps({"items": [TRIVIAL]})
-    with _floor_server() as (url, _):
+    with _floor_server(app) as (url, _):
         host, port = url.split("//", 1)[1].rsplit(":", 1)
         conn = http.client.HTTPConnection(host, int(port), timeout=60)
         times = []
@@ -106,6 +110,7 @@ def bare_round_trip_ms(n: int) -> dict[str, float]:
 def run(ctx: Context) -> dict[str, Any]:
     n = 300 if ctx.quick else 1000
     bare = [bare_round_trip_ms(n)]
+    relay = [bare_round_trip_ms(n, "relay")]
     rows: Sequence[Row] = ctx.rows[:n]
     items = [{"response": r["response"], "ground_truth": r["gold"], "scorer": "math_verify"}
              for r in rows]
@@ -120,10 +125,16 @@ def run(ctx: Context) -> dict[str, Any]:
             trivial = _pass(conn, [TRIVIAL] * n)
         finally:
             conn.close()
+    relay.append(bare_round_trip_ms(n, "relay"))
     bare.append(bare_round_trip_ms(n))
     ratios = [trivial["round_trip_ms"]["p50"] / b["p50"] for b in bare]
+    # the floor of the target: the relay's round trip, plus the worker's own scoring of the
+    # trivial item, over bare uvicorn's (each pair: before, after)
+    worker = trivial["worker_ms"]["p50"]
+    floor = [(r["p50"] + worker) / b["p50"] for r, b in zip(relay, bare, strict=True)]
     return {"corpus": corpus, "trivial": trivial, "target_p50_ms": 0.5, "bare_round_trip_ms": bare,
-            "round_trip_x_bare": ratios}
+            "relay_round_trip_ms": relay, "round_trip_x_bare": ratios,
+            "floor_x_bare": floor}
 
 
 def report(r: dict[str, Any]) -> str:
@@ -150,6 +161,13 @@ is subtracted from the round trip. Target: p50 overhead <= {r['target_p50_ms']} 
                      f"round trip p50 {b[0]:.2f} ms before the service's passes, {b[1]:.2f} ms "
                      f"after; the service's trivial round trip ÷ it: {x[0]:.2f}x, {x[1]:.2f}x "
                      f"(issue 28's target ≤ 2.0x).")
+    if "relay_round_trip_ms" in r:
+        rl, fx = [v["p50"] for v in r["relay_round_trip_ms"]], r["floor_x_bare"]
+        lines.append(f"The same app after a round trip to an echo process (`relay`: no parsing, "
+                     f"no scoring) {rl[0]:.2f} / {rl[1]:.2f} ms; with the worker's own scoring "
+                     f"of the trivial item (p50 {r['trivial']['worker_ms']['p50']:.3f} ms) added, "
+                     f"the floor of any server that scores out of its own process is "
+                     f"{fx[0]:.2f}x / {fx[1]:.2f}x bare uvicorn.")
     met = r["corpus"]["overhead_ms"]["p50"] <= r["target_p50_ms"]
     lines.append(f"\nTarget p50 <= {r['target_p50_ms']} ms: **{'met' if met else 'not met'}** "
                  f"({r['corpus']['overhead_ms']['p50']:.2f} ms on corpus rows).")

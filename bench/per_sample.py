@@ -184,13 +184,14 @@ def run_passes(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[s
 
 
 @contextlib.contextmanager
-def _floor_server() -> Iterator[tuple[str, int]]:
-    """uvicorn serving ``bench/floor_app.py`` on a free loopback port: (url, pid)."""
+def _floor_server(app: str = "app") -> Iterator[tuple[str, int]]:
+    """uvicorn serving ``bench/floor_app.py``'s ``app`` (the zero-cost app) or ``relay`` (its
+    round trip to an echo process) on a free loopback port: (url, pid)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "bench.floor_app:app", "--host", "127.0.0.1",
+        [sys.executable, "-m", "uvicorn", f"bench.floor_app:{app}", "--host", "127.0.0.1",
          "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--log-level",
          "warning", "--no-access-log"], cwd=ROOT)
     try:
@@ -209,9 +210,10 @@ def _floor_server() -> Iterator[tuple[str, int]]:
         proc.wait(timeout=30)
 
 
-def floor_cpu_ms(name: str, rows: list[dict[str, Any]]) -> tuple[float, float]:
-    """CPU ms per request of the caller and of the zero-cost app's server, pattern ``name``."""
-    with _floor_server() as (url, pid):
+def floor_cpu_ms(name: str, rows: list[dict[str, Any]], app: str = "app") -> tuple[float, float]:
+    """CPU ms per request of the caller and of the zero-cost app's server (or the ``relay``
+    app's, its echo process not counted), pattern ``name``."""
+    with _floor_server(app) as (url, pid):
         before = (time.process_time(), total_cpu_seconds([pid]))
         PASSES[name](url, rows)
         after = (time.process_time(), total_cpu_seconds([pid]))
@@ -247,6 +249,9 @@ def run(ctx: Context) -> dict[str, Any]:
     ctx.log("per-sample: the raw patterns against a zero-cost app (the floor) ...")
     out["floor"] = floor(rows, out)
     out["floor_server_ms_each"] = [lean_before, out["floor"]["raw_lean"]["server_ms"]]
+    # the floor of issue 28's server-CPU target for a server that scores out of its own
+    # process: the zero-cost app plus one round trip to an echo process per request
+    out["relay_server_ms"] = floor_cpu_ms("raw_lean", rows, "relay")[1]
     out["server_ms_per_request"] = out["cpu_s"]["raw_lean"]["server"] * 1000 / len(rows)
     return out
 

@@ -75,7 +75,17 @@ def _per_sample(ps: dict[str, Any]) -> list[Target]:
                    [ps["server_ms_per_request"] / f for f in ps["floor_server_ms_each"]],
                    how + f"; the service {ps['server_ms_per_request']:.3f} ms, the app "
                    + ", ".join(f"{f:.3f}" for f in ps["floor_server_ms_each"])
-                   + " ms (before, after), CPU from /proc")]
+                   + " ms (before, after), CPU from /proc" + _relay_floor(ps))]
+
+
+def _relay_floor(ps: dict[str, Any]) -> str:
+    """The server-CPU floor of any server that scores out of its own process."""
+    relay = ps.get("relay_server_ms")
+    if relay is None:
+        return ""
+    floor = statistics.median(relay / f for f in ps["floor_server_ms_each"])
+    return (f"; the zero-cost app with one round trip to an echo process per request "
+            f"(`relay`, one frame each, no packing) {relay:.3f} ms, {floor:.2f}x")
 
 
 def _overhead(ov: dict[str, Any]) -> list[Target]:
@@ -83,7 +93,11 @@ def _overhead(ov: dict[str, Any]) -> list[Target]:
         return []
     return [Target("single-item round trip ÷ bare uvicorn's", False, 2.0, ov["round_trip_x_bare"],
                    f"p50 of {ov['trivial']['n']} trivial single-item requests, keep-alive "
-                   "http.client; bare uvicorn before and after")]
+                   "http.client; bare uvicorn before and after" + (
+                       "; the floor of any server that scores out of its own process (the "
+                       "`relay` app's round trip plus the worker's scoring) "
+                       + "/".join(f"{x:.2f}" for x in ov["floor_x_bare"]) + "x"
+                       if "floor_x_bare" in ov else ""))]
 
 
 def _ray(r: dict[str, Any]) -> list[Target]:
