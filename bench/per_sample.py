@@ -251,7 +251,11 @@ def run(ctx: Context) -> dict[str, Any]:
     out["floor_server_ms_each"] = [lean_before, out["floor"]["raw_lean"]["server_ms"]]
     # the floor of issue 28's server-CPU target for a server that scores out of its own
     # process: the zero-cost app plus one round trip to an echo process per request
-    out["relay_server_ms"] = floor_cpu_ms("raw_lean", rows, "relay")[1]
+    out["relay_server_ms"] = relay = floor_cpu_ms("raw_lean", rows, "relay")[1]
+    lean = out["floor"]["raw_lean"]
+    out["relay_ceiling_x_batched"] = (
+        (os.cpu_count() or 1) * 1000 / (lean["client_ms"] + relay + lean["workers_ms"])
+        / out["items_s"]["batched"])
     out["server_ms_per_request"] = out["cpu_s"]["raw_lean"]["server"] * 1000 / len(rows)
     return out
 

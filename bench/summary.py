@@ -68,6 +68,8 @@ def _per_sample(ps: dict[str, Any]) -> list[Target]:
     # what no server could pass here: the callers, the server and the workers share the cores
     bound = (f"; this machine's ceiling for any server, from the zero-cost app's CPU: "
              f"{ceiling:.2f}x" if ceiling is not None else "")
+    if "relay_ceiling_x_batched" in ps:  # with the relay app's CPU (scoring out of process)
+        bound += f", from the relay app's: {ps['relay_ceiling_x_batched']:.2f}x"
     return [Target("per-sample ÷ batched", True, 0.45,
                    [lean / b for b in ps["batched_items_s_each"]],
                    how + "; batched first and last" + bound),
