@@ -81,13 +81,16 @@ def _per_sample(ps: dict[str, Any]) -> list[Target]:
 
 
 def _relay_floor(ps: dict[str, Any]) -> str:
-    """The server-CPU floor of any server that scores out of its own process."""
-    relay = ps.get("relay_server_ms")
+    """The server-CPU floor of any server that scores out of its own process: the relay
+    app's CPU over the zero-cost app's, each pair measured one after the other."""
+    relay = ps.get("relay_server_ms_each")
     if relay is None:
         return ""
-    floor = statistics.median(relay / f for f in ps["floor_server_ms_each"])
-    return (f"; the zero-cost app with one round trip to an echo process per request "
-            f"(`relay`, one frame each, no packing) {relay:.3f} ms, {floor:.2f}x")
+    floors = [r / f for r, f in zip(relay, ps["floor_server_ms_each"], strict=True)]
+    return ("; the zero-cost app with one round trip to an echo process per request "
+            "(`relay`, one frame each, no packing) "
+            + ", ".join(f"{r:.3f}" for r in relay) + " ms, "
+            + "/".join(f"{x:.2f}" for x in floors) + "x")
 
 
 def _overhead(ov: dict[str, Any]) -> list[Target]:
