@@ -52,7 +52,7 @@ test: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## install what the tests nee
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check reward_service trainer_client tests bench examples
-	$(BIN)/mypy reward_service
+	$(BIN)/mypy reward_service trainer_client
 
 bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl
 	$(BIN)/python -m bench

@@ -20,7 +20,14 @@ from typing import Any, Literal
 import yaml
 
 from trainer_client.data import DataSettings
-from trainer_client.settings import EngineSettings, GRPOSettings, OptimSettings, TinyModelSettings
+from trainer_client.settings import (
+    DType,
+    EngineSettings,
+    GRPOSettings,
+    OptimSettings,
+    TinyModelSettings,
+    check_dtypes,
+)
 
 __all__ = [
     "CheckpointSection",
@@ -55,7 +62,10 @@ class ModelSection:
     package: str | None = None  # installed Python package whose dir holds `gguf_file`
     gguf_file: str | None = None  # GGUF file: de-quantized once into <output_dir>/base_model
     tiny: TinyModelSettings | None = None  # build a tiny random model locally at start
-    dtype: str = "float32"  # "float32" | "bfloat16"
+    dtype: DType = "float32"
+
+    def __post_init__(self) -> None:
+        check_dtypes(self, "dtype")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,11 +87,14 @@ class PolicySection:
     device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
     fsdp: bool = True  # wrap with fully_shard even at world size 1
     micro_batch_size: int = 64  # sequences per forward/backward per rank
-    compute_dtype: str = "float32"  # "bfloat16": mixed precision (fp32 master weights,
+    compute_dtype: DType = "float32"  # "bfloat16": mixed precision (fp32 master weights,
     #                                  fp32 gradient reduction, fp32 log-probabilities)
     gradient_checkpointing: bool = False
     num_threads: int = 0  # torch threads per rank; 0: torch's default (1 in a 1-CPU Ray actor)
     timeout_s: float = 900.0  # wait for one train step / weight gather at most this long
+
+    def __post_init__(self) -> None:
+        check_dtypes(self, "compute_dtype")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "DTYPES",
     "Aggregation",
+    "DType",
     "EngineSettings",
     "GRPOSettings",
     "OptimSettings",
@@ -19,7 +21,22 @@ __all__ = [
     "SamplingSettings",
     "TinyModelSettings",
     "Truncated",
+    "check_dtypes",
 ]
+
+#: the dtypes a model may be held in: parameters, compute, the rollout engine
+DType = Literal["float32", "bfloat16", "float16"]
+DTYPES: tuple[DType, ...] = ("float32", "bfloat16", "float16")
+
+
+def check_dtypes(settings: object, *names: str) -> None:
+    """A clear error for a dtype the trainer does not hold a model in (a config's
+    ``dtype: float64`` would otherwise fail deep inside a Ray actor)."""
+    for name in names:
+        value = getattr(settings, name)
+        if value not in DTYPES:
+            raise ValueError(f"{name} must be one of {', '.join(DTYPES)}; got {value!r}")
+
 
 #: loss reduction: "token" (DAPO: sum over the mini-batch's tokens / their count, across
 #: micro-batches and ranks) or "sequence" (the GRPO paper: per-sequence token mean, then the
@@ -70,8 +87,8 @@ class PolicySettings:
 
     model_path: str  # HF dir (or hub id on machines with a hub) to start from
     ref_model_path: str | None = None  # reference for KL; None: model_path
-    dtype: str = "float32"  # parameter (master weight, optimizer state) dtype
-    compute_dtype: str = "float32"  # forward/backward dtype: "bfloat16" is mixed precision
+    dtype: DType = "float32"  # parameter (master weight, optimizer state) dtype
+    compute_dtype: DType = "float32"  # forward/backward dtype: "bfloat16" is mixed precision
     #   (FSDP2 MixedPrecisionPolicy: bf16 params in compute, fp32 master weights and fp32
     #   gradient reduction; log-probabilities always in fp32)
     device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
@@ -84,6 +101,9 @@ class PolicySettings:
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     dist_timeout_s: float = 600.0  # timeout of collectives
     num_threads: int = 0  # torch intra-op threads in this rank; 0: torch's default
+
+    def __post_init__(self) -> None:
+        check_dtypes(self, "dtype", "compute_dtype")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,13 +124,16 @@ class EngineSettings:
     """Which engine and how it holds the model."""
 
     kind: Literal["auto", "hf", "vllm"] = "auto"  # auto: vllm if importable, else hf
-    dtype: str = "float32"  # "float32" | "bfloat16" | "float16"
+    dtype: DType = "float32"
     device: str = "cpu"  # HF engine device ("cpu", "cuda")
     seed: int = 0  # sampling seed (each call derives its own from it)
     gpu_memory_utilization: float = 0.3  # vLLM: share of GPU memory it may take
     max_model_len: int = 1024  # vLLM: prompt + completion tokens
     enforce_eager: bool = True  # vLLM: skip CUDA-graph capture (fast start)
     num_threads: int = 0  # torch intra-op threads of the HF engine; 0: torch's default
+
+    def __post_init__(self) -> None:
+        check_dtypes(self, "dtype")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -184,6 +184,23 @@ def test_configs_load():
     assert tiny.grpo.truncated == "keep" and gpu.grpo.truncated == "mask"
 
 
+@pytest.mark.parametrize("section, key", [("model", "dtype"), ("policy", "compute_dtype")])
+def test_config_refuses_a_dtype_the_trainer_does_not_hold(section: str, key: str) -> None:
+    # control: the same override with a dtype the trainer holds loads
+    ok = load_config(ROOT / "configs" / "tiny-cpu.yaml", overrides={section: {key: "bfloat16"}})
+    assert getattr(getattr(ok, section), key) == "bfloat16"
+    with pytest.raises(ValueError, match=f"{key} must be one of float32, bfloat16, float16; "
+                                         "got 'float64'"):
+        load_config(ROOT / "configs" / "tiny-cpu.yaml", overrides={section: {key: "float64"}})
+
+
+def test_engine_and_policy_settings_refuse_an_unknown_dtype() -> None:
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        EngineSettings(dtype="fp32")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="compute_dtype must be one of"):
+        policy.PolicySettings(model_path="m", compute_dtype="half")  # type: ignore[arg-type]
+
+
 def test_config_needs_no_torch():
     import subprocess
     import sys

@@ -60,6 +60,7 @@ from trainer_client.model.grpo import (
     tis_weights,
 )
 from trainer_client.model.logprobs import first_completion_position, token_logprobs
+from trainer_client.model.pretrained import torch_dtype
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 
 __all__ = ["GRPOSettings", "OptimSettings", "PolicySettings", "PolicyWorker", "token_logprobs"]
@@ -67,11 +68,6 @@ __all__ = ["GRPOSettings", "OptimSettings", "PolicySettings", "PolicyWorker", "t
 logger = logging.getLogger(__name__)
 
 _LOSS_KEYS = ("losses/total", "losses/policy", "losses/kl")
-
-
-def _dtype(name: str) -> torch.dtype:
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16,
-            "float16": torch.float16}[name]
 
 
 class PolicyWorker:
@@ -97,7 +93,7 @@ class PolicyWorker:
                                     timeout=timedelta(seconds=settings.dist_timeout_s))
         self.mesh = init_device_mesh(settings.device, (world_size,))
         self.fsdp = settings.fsdp or world_size > 1
-        self.compute_dtype = _dtype(settings.compute_dtype)
+        self.compute_dtype = torch_dtype(settings.compute_dtype)
         self.model = self._load(settings.model_path, trainable=True)
         self.ref: torch.nn.Module | None = None
         if settings.grpo.kl_coef > 0:
@@ -126,7 +122,7 @@ class PolicyWorker:
     def _load(self, path: str, *, trainable: bool) -> torch.nn.Module:
         torch.manual_seed(0)  # identical init of anything not in the checkpoint, every rank
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
-            path, dtype=_dtype(self.settings.dtype))
+            path, dtype=torch_dtype(self.settings.dtype))
         model.to(self.device)  # type: ignore[arg-type]
         if trainable and self.settings.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -134,7 +130,7 @@ class PolicyWorker:
             # bf16 compute: FSDP2 casts the gathered parameters for forward/backward and
             # reduces gradients in fp32 into the fp32 master weights the optimizer updates
             mp = MixedPrecisionPolicy(param_dtype=self.compute_dtype, reduce_dtype=torch.float32) \
-                if self.compute_dtype != _dtype(self.settings.dtype) else MixedPrecisionPolicy()
+                if self.compute_dtype != torch_dtype(self.settings.dtype) else MixedPrecisionPolicy()
             layers = getattr(getattr(model, "model", None), "layers", None)
             for layer in layers or []:
                 fully_shard(layer, mesh=self.mesh, mp_policy=mp)
@@ -159,7 +155,7 @@ class PolicyWorker:
     def _autocast(self) -> Any:
         """bf16 compute without FSDP (world size 1, ``fsdp: false``): autocast; with FSDP
         the MixedPrecisionPolicy does the casting."""
-        if self.fsdp or self.compute_dtype == _dtype(self.settings.dtype):
+        if self.fsdp or self.compute_dtype == torch_dtype(self.settings.dtype):
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.compute_dtype)
 
@@ -309,9 +305,10 @@ class PolicyWorker:
         rollout_lp = local.rollout_logprobs[:, 1:]
         sums, max_diff = rollout_mismatch_sums(old_lp, rollout_lp, mask)
         cap = self.settings.grpo.tis_cap
-        weights = None if cap is None else tis_weights(old_lp, rollout_lp, cap)
+        weights: torch.Tensor | None = None
         extra = [0.0, 0.0]  # sum of weights, tokens at the cap
-        if weights is not None:
+        if cap is not None:
+            weights = tis_weights(old_lp, rollout_lp, cap)
             ok = mask.bool() & ~torch.isnan(rollout_lp)
             extra = [float(weights[ok].sum()), float((weights[ok] >= cap).sum())]
         total = self._sum_over_ranks(sums + extra)

@@ -26,9 +26,17 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-__all__ = ["CONVERTED_MARKER", "convert_gguf", "package_dir", "prepare_base_model"]
+from trainer_client.settings import DType
+
+__all__ = ["CONVERTED_MARKER", "convert_gguf", "package_dir", "prepare_base_model", "torch_dtype"]
 
 logger = logging.getLogger(__name__)
+
+def torch_dtype(name: DType) -> torch.dtype:
+    """The torch dtype a model is loaded or held in, by its settings name."""
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16,
+            "float16": torch.float16}[name]
+
 
 #: written last into a converted directory: its absence means an interrupted conversion
 CONVERTED_MARKER = "converted_from.json"

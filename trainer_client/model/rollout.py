@@ -39,7 +39,9 @@ from transformers import (
     LogitsProcessor,
     LogitsProcessorList,
 )
+from transformers.generation.utils import GenerateDecoderOnlyOutput
 
+from trainer_client.model.pretrained import torch_dtype
 from trainer_client.settings import EngineSettings, SamplingSettings
 
 __all__ = [
@@ -97,11 +99,6 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def _dtype(name: str) -> torch.dtype:
-    return {"float32": torch.float32, "bfloat16": torch.bfloat16,
-            "float16": torch.float16}[name]
-
-
 class AllowedTokensProcessor(LogitsProcessor):
     """Sets every logit outside ``allowed`` to -inf."""
 
@@ -157,7 +154,7 @@ class HFEngine:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=_dtype(settings.dtype))
+            model_path, dtype=torch_dtype(settings.dtype))
         self.model.to(torch.device(settings.device))  # type: ignore[arg-type]
         self.model.eval()
         self.model.requires_grad_(False)  # inference only
@@ -184,8 +181,12 @@ class HFEngine:
                                          eos_token_id=int(eos))
         torch.manual_seed(self.settings.seed * 100_003 + self._calls)
         self._calls += 1
-        gen = self.model.generate(input_ids=input_ids, attention_mask=attn,
-                                  generation_config=cfg, logits_processor=processors)
+        # return_dict_in_generate (explicit_generation_config): a GenerateDecoderOnlyOutput;
+        # transformers types generate's self narrowly, hence the Any
+        model: Any = self.model
+        gen: GenerateDecoderOnlyOutput = model.generate(
+            input_ids=input_ids, attention_mask=attn, generation_config=cfg,
+            logits_processor=processors)
         out = gen.sequences  # [P * n, L + T]
         new_t = out[:, input_ids.shape[1]:]  # [P * n, T]
         # gen.scores: T tensors [P * n, V] of the processed logits (temperature, allowed
@@ -241,7 +242,7 @@ class VLLMEngine:
                             gpu_memory_utilization=settings.gpu_memory_utilization,
                             max_model_len=settings.max_model_len,
                             logprobs_mode="processed_logprobs")
-        self.dtype = _dtype(settings.dtype)
+        self.dtype = torch_dtype(settings.dtype)
         self._calls = 0
 
     def generate(self, prompts: Sequence[str],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -50,6 +50,10 @@ class ClientSettings:
     item_timeout_s: float | None = None  # per-item scoring deadline sent as "timeout_s"
     ready_poll_s: float = 0.25  # poll interval of wait_ready
     coalesce_window_s: float = 0.005  # async: gather concurrent calls this long; 0 disables
+
+    if TYPE_CHECKING:  # declared for the type checker only: each kind defines it
+        @property
+        def urls(self) -> tuple[str, ...]: ...
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1 or self.max_concurrency < 1:
