@@ -129,8 +129,10 @@ def test_random_worker_kills_under_load_fail_only_held_items(record: dict) -> No
 
 def test_sigstopped_worker_under_load_times_out_one_item(record: dict) -> None:
     # no recycling: a worker retiring after its 20,000th item (this load scores ~48,000) and
-    # stopped after its last chunk holds nothing, and no item would time out (a flaky 0)
-    with Service(REWARD_RECYCLE_AFTER_ITEMS=10**9) as svc:
+    # stopped after its last chunk holds nothing, and no item would time out (a flaky 0).
+    # No bad-gold memory: golds are random below 10^6, so a later item may share the gold
+    # the stopped worker was parsing, and would be answered bad_ground_truth too (a flaky 2)
+    with Service(REWARD_RECYCLE_AFTER_ITEMS=10**9, REWARD_BAD_GOLD_MEMORY_S=0) as svc:
         assert svc.proc is not None
 
         stopped: list[int] = []
