@@ -64,7 +64,15 @@ class _Echo:
         asyncio.get_running_loop().add_reader(self.inp, self._readable)
 
     def _readable(self) -> None:
-        for _ in os.read(self.inp, 65536):
+        answers = os.read(self.inp, 65536)
+        if not answers:  # the child is gone: fail what waits, stop watching a closed pipe
+            asyncio.get_running_loop().remove_reader(self.inp)
+            while self.waiting:
+                fut = self.waiting.popleft()
+                if not fut.done():
+                    fut.set_exception(RuntimeError("the echo process exited"))
+            return
+        for _ in answers:
             fut = self.waiting.popleft()
             if not fut.done():
                 fut.set_result(None)
