@@ -14,8 +14,10 @@ def test_each_target_is_read_with_its_bracket_and_verdict() -> None:
         "per_sample": {"rows": 10, "callers": 256, "items_s": {"raw_lean": 50.0},
                        "batched_items_s_each": [100.0, 125.0], "server_ms_per_request": 0.3,
                        "floor_server_ms_each": [0.2, 0.25],
-                       "floor": {"raw_lean": {"ceiling_x_batched": 0.37}}},
-        "overhead": {"trivial": {"n": 300}, "round_trip_x_bare": [1.9, 2.1]},
+                       "floor": {"raw_lean": {"ceiling_x_batched": 0.37}},
+                       "relay_server_ms_each": [0.22, 0.3], "relay_ceiling_x_batched": 0.36},
+        "overhead": {"trivial": {"n": 300}, "round_trip_x_bare": [1.9, 2.1],
+                     "floor_x_bare": [1.8, 1.95]},
         "ray": {"rows": 10, "handle_client_defaults": {"cpu_ratio_bracket": [0.9, 1.1]},
                 "handle1_client_defaults": {"cpu_ratio_bracket": [0.8, 0.84]}},
     }
@@ -34,4 +36,31 @@ def test_each_target_is_read_with_its_bracket_and_verdict() -> None:
     table = summary.report(res)
     assert table.count("\n| ") == 9 and "≤ 1.5x" in table and "≥ 0.85x" in table
     assert "ceiling for any server, from the zero-cost app's CPU: 0.37x" in table
+    # the relay floors, beside the targets they bound (each relay pass over its zero-cost pass)
+    assert ", from the relay app's: 0.36x" in table
+    assert "(`relay`, one frame each, no packing) 0.220, 0.300 ms, 1.10/1.20x" in table
+    assert "plus the worker's scoring) 1.80/1.95x" in table
     assert summary.report({}) == ""  # nothing measured, nothing claimed
+
+
+def test_the_relay_floor_app_answers_after_a_round_trip_to_its_echo_process() -> None:
+    """``bench/floor_app.py``'s ``relay`` under uvicorn, as the benches start it: each request
+    is answered after its frame went to the echo child and came back; the child lives as the
+    server's child and is gone when the server stops."""
+    import http.client
+
+    from bench.floor_app import REPLY
+    from bench.per_sample import _floor_server
+    from tests.helpers import alive, children_of, wait_until
+
+    with _floor_server("relay") as (url, pid):
+        echo = children_of(pid)
+        assert len(echo) == 1  # started by the lifespan, before any request
+        host, port = url.split("//", 1)[1].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        for body in (b"{}", b"x" * 100_000):  # a frame larger than one pipe read
+            conn.request("POST", "/get_reward", body=body)
+            resp = conn.getresponse()
+            assert (resp.status, resp.read()) == (200, REPLY)
+        conn.close()
+    assert wait_until(lambda: not alive(echo[0]), 10.0)
