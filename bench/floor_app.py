@@ -45,7 +45,9 @@ async def _answer(send: Any) -> None:
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
-    await _body(receive)
+    more = True
+    while more:  # read, not kept: the baseline as it was before the relay app came
+        more = (await receive()).get("more_body", False)
     await _answer(send)
 
 

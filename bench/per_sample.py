@@ -221,6 +221,12 @@ def floor_cpu_ms(name: str, rows: list[dict[str, Any]], app: str = "app") -> tup
     return ((after[0] - before[0]) / len(rows) * 1000, (after[1] - before[1]) / len(rows) * 1000)
 
 
+def _ceiling_items_s(client_ms: float, server_ms: float, workers_ms: float) -> float:
+    """One-item requests a second this machine's cores allow when each costs the caller, the
+    server and the workers these CPU ms (all three share the cores)."""
+    return (os.cpu_count() or 1) * 1000 / (client_ms + server_ms + workers_ms)
+
+
 def floor(rows: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any]:
     """The raw patterns against a zero-cost app: CPU ms per request of the caller and of the
     server (uvicorn and the kernel's TCP work), and the ceiling that leaves on this machine:
@@ -228,12 +234,11 @@ def floor(rows: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any
     server and workers share its cores, so no service could exceed
     ``cores / (caller + floor server + workers per item)``."""
     out: dict[str, Any] = {}
-    cores = os.cpu_count() or 1
     cpu = measured["cpu_s"]["batched"]
     workers_ms = cpu["workers"] / len(rows) * 1000
     for name in ("raw_per_request", "raw_lean"):
         client_ms, server_ms = floor_cpu_ms(name, rows)
-        ceiling = cores * 1000 / (client_ms + server_ms + workers_ms)
+        ceiling = _ceiling_items_s(client_ms, server_ms, workers_ms)
         out[name] = {"client_ms": client_ms, "server_ms": server_ms, "workers_ms": workers_ms,
                      "ceiling_items_s": ceiling,
                      "ceiling_x_batched": ceiling / measured["items_s"]["batched"]}
@@ -244,10 +249,9 @@ def run(ctx: Context) -> dict[str, Any]:
     ctx.log("per-sample callers vs batched (bench/per_sample.py) ...")
     rows = list(ctx.rows[:300] if ctx.quick else ctx.rows)
     # the lean pattern's zero-cost floor before the passes too: issue 28's server CPU per
-    # request is a ratio to it, bracketed by the floor before and after
-    # and the relay app's (the zero-cost app plus one round trip to an echo process per
-    # request): the floor of that target for a server that scores out of its own process,
-    # each app right after the other, before the passes and after them
+    # request is a ratio to it, bracketed by the floor before and after; beside it each time
+    # the relay app (the zero-cost app plus one round trip to an echo process per request),
+    # that target's floor for a server that scores out of its own process
     lean_before = floor_cpu_ms("raw_lean", rows)[1]
     relay_before = floor_cpu_ms("raw_lean", rows, "relay")[1]
     out = run_passes(rows, list(ctx.warm_rows))
@@ -257,9 +261,8 @@ def run(ctx: Context) -> dict[str, Any]:
     out["relay_server_ms_each"] = [relay_before, floor_cpu_ms("raw_lean", rows, "relay")[1]]
     lean = out["floor"]["raw_lean"]
     relay = statistics.median(out["relay_server_ms_each"])
-    out["relay_ceiling_x_batched"] = (
-        (os.cpu_count() or 1) * 1000 / (lean["client_ms"] + relay + lean["workers_ms"])
-        / out["items_s"]["batched"])
+    out["relay_ceiling_x_batched"] = _ceiling_items_s(
+        lean["client_ms"], relay, lean["workers_ms"]) / out["items_s"]["batched"]
     out["server_ms_per_request"] = out["cpu_s"]["raw_lean"]["server"] * 1000 / len(rows)
     return out
 
