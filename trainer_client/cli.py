@@ -6,8 +6,10 @@
               [--reward-url URL] [--limit N]
 
 The reward service's bearer token, if it has one, is read from ``REWARD_API_TOKEN`` here
-(the entry point) and passed down. Exit codes: 0 done, 1 bad usage or failure, 2 reward
-service not reachable at start, 130 stopped by a signal (after a final checkpoint).
+(the entry point) and passed down. Exit codes: 0 done, 1 bad usage or failure (a bad config,
+including an unknown logger, a missing logger package or an unwritable output directory,
+found before the model loads; a full disk mid-run), 2 reward service not reachable at start,
+130 stopped by a signal (after a final checkpoint).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ def train_main(argv: list[str] | None = None) -> int:
 
     from trainer_client.config import load_config
     from trainer_client.errors import RewardServiceUnavailable
+    from trainer_client.model.checkpoint import latest_checkpoint, read_trainer_state
+    from trainer_client.tracking import DiskFullError, TrackingConfigError
     from trainer_client.trainer import train
 
     overrides: dict[str, Any] = {}
@@ -111,6 +115,17 @@ def train_main(argv: list[str] | None = None) -> int:
     except RewardServiceUnavailable as e:
         sys.stderr.write(f"grpo-train: reward service not reachable: {e}\n")
         return 2
+    except TrackingConfigError as e:  # raised before the model loads
+        sys.stderr.write(f"grpo-train: bad config: {e}\n")
+        return 1
+    except DiskFullError as e:
+        ck = latest_checkpoint(out / "checkpoints")
+        where = (f"newest checkpoint: step {read_trainer_state(ck)['step']} ({ck}); free "
+                 "space, then run again with --resume" if ck is not None
+                 else "no checkpoint was saved; free space, then run again")
+        sys.stderr.write(f"grpo-train: stopped: {e}. Every line written so far is "
+                         f"complete; {where}\n")
+        return 1
     finally:
         for b in bars:
             b.close()

@@ -3,7 +3,7 @@
     cfg = load_config("configs/tiny-cpu.yaml", overrides={"run": {"steps": 50}})
 
 Sections map to the settings object of each component (``data`` → :class:`DataSettings`,
-``optim`` → :class:`OptimSettings`, ...). Unknown keys are an error, not silently ignored.
+``optim`` → :class:`OptimSettings`, ``log`` → :class:`LogSettings`, ...). Unknown keys are an error, not silently ignored.
 Every field is documented where it is defined; ``docs/trainer.md`` lists them all.
 Reading a config needs no torch (the settings live in :mod:`trainer_client.settings`).
 """
@@ -28,6 +28,7 @@ from trainer_client.settings import (
     TinyModelSettings,
     check_dtypes,
 )
+from trainer_client.tracking.settings import LogSettings
 
 __all__ = [
     "CheckpointSection",
@@ -145,6 +146,7 @@ class TrainConfig:
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     eval: EvalSection = field(default_factory=EvalSection)
     ray: RayConfig = field(default_factory=RayConfig)
+    log: LogSettings = field(default_factory=LogSettings)  # rollout log, metric loggers
 
 
 def _dataclass_of(tp: Any) -> type | None:

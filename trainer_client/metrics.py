@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer_client.reward_client import ScoreResult, reward_or_none
+from trainer_client.tracking.files import JsonlAppender
+from trainer_client.tracking.files import write_text_atomic as write_text_atomic
 
 __all__ = [
     "STATUSES",
@@ -105,34 +107,25 @@ def _clean(v: Any) -> Any:
 
 class MetricsWriter:
     """Appends one JSON object per line to ``path``; on resume, drops lines of steps after
-    the checkpoint so no step appears twice."""
+    the checkpoint so no step appears twice. A line is written whole or not at all (a full
+    disk raises :class:`~trainer_client.tracking.DiskFullError` and leaves no half line)."""
 
     def __init__(self, path: str | Path, *, resume_step: int | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_step is None:
-            self.path.write_text("")
+            write_text_atomic(self.path, "")
         elif self.path.exists():
             kept = [line for line in self.path.read_text().splitlines()
                     if line.strip() and json.loads(line)["step"] <= resume_step]
-            self.path.write_text("".join(k + "\n" for k in kept))
-        self._fh = self.path.open("a", encoding="utf-8")
+            write_text_atomic(self.path, "".join(k + "\n" for k in kept))
+        self._out = JsonlAppender(self.path)
 
     def write(self, row: dict[str, Any]) -> None:
-        self._fh.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
-        self._fh.flush()
+        self._out.append(json.dumps({k: _clean(v) for k, v in row.items()}))
 
     def close(self) -> None:
-        self._fh.close()
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the
-    old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+        self._out.close()
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

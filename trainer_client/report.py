@@ -8,7 +8,10 @@ train/inference mismatch, tokens/s and seconds by phase; then held-out greedy ev
 first and last eval rows, and means. Given a run directory, also the paired comparison of
 its first and last ``eval/step_<N>.jsonl`` (same problems): accuracy before and after, the
 discordant pairs and an exact McNemar test, accuracy on completely answered problems, and
-how each problem's status moved.
+how each problem's status moved. With a rollout log (``rollouts/step_<N>.jsonl``), from it:
+the status mix and every scoring-rule override (``hedged``, ``unclosed_think``, ...) per
+logged step, the mean length of correct vs incorrect completions, and a few completions of
+the first and the last logged step.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer_client.metrics import read_metrics
+from trainer_client.metrics import STATUSES, read_metrics
+from trainer_client.tracking.rollout_log import step_files
 
-__all__ = ["PairedEval", "format_paired", "format_report", "main", "mcnemar_exact",
-           "paired_eval"]
+__all__ = ["PairedEval", "RolloutSummary", "format_paired", "format_report",
+           "format_rollouts", "main", "mcnemar_exact", "paired_eval", "rollout_summary"]
 
 _STEP_COLUMNS = (  # (header, key, format)
     ("step", "step", "{:d}"),
@@ -186,6 +190,113 @@ def format_paired(p: PairedEval) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class RolloutSummary:
+    """What a run's rollout log says, step by step."""
+
+    statuses: dict[int, Counter[str]]  # step -> status -> completions
+    rules: dict[int, Counter[str]]  # step -> scoring rule that overrode the verdict -> count
+    tokens: dict[str, tuple[int, int]]  # status -> (completions, total tokens), all steps
+    first: list[dict[str, Any]]  # the records of the first logged step
+    last: list[dict[str, Any]]  # ... and of the last
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def rollout_summary(run_dir: Path) -> RolloutSummary | None:
+    """Read ``run_dir/rollouts/step_<N>.jsonl`` (None: no rollout log)."""
+    files = step_files(run_dir / "rollouts")
+    if not files:
+        return None
+    statuses: dict[int, Counter[str]] = {}
+    rules: dict[int, Counter[str]] = {}
+    tokens: dict[str, list[int]] = {}
+    first: list[dict[str, Any]] = []
+    last: list[dict[str, Any]] = []
+    for i, (step, path) in enumerate(files):
+        recs = _records(path)
+        statuses[step] = Counter(r["status"] for r in recs)
+        rules[step] = Counter(r["rule"] for r in recs if r.get("rule"))
+        for r in recs:
+            t = tokens.setdefault(r["status"], [0, 0])
+            t[0] += 1
+            t[1] += r["tokens"]
+        if i == 0:
+            first = recs
+        if i == len(files) - 1:
+            last = recs
+    return RolloutSummary(statuses=statuses, rules=rules,
+                          tokens={k: (v[0], v[1]) for k, v in tokens.items()},
+                          first=first, last=last)
+
+
+def _examples(recs: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """Up to ``k`` records: one of each status present first, then spread over the step."""
+    picked: list[dict[str, Any]] = []
+    for status in STATUSES:
+        hit = next((r for r in recs if r["status"] == status), None)
+        if hit is not None and len(picked) < k:
+            picked.append(hit)
+    for i in range(len(recs)):
+        if len(picked) >= k:
+            break
+        r = recs[i * len(recs) // k] if i < k else recs[i]
+        if r not in picked:
+            picked.append(r)
+    return picked
+
+
+def format_rollouts(s: RolloutSummary, examples: int = 4, max_chars: int = 400) -> str:
+    """Markdown: status mix and rule overrides per step, lengths by status, examples."""
+    steps = sorted(s.statuses)
+    present = [st for st in STATUSES if any(s.statuses[k][st] for k in steps)]
+    lines = [f"Rollout log (`rollouts/step_<N>.jsonl`): {len(steps)} logged steps, "
+             f"{sum(sum(c.values()) for c in s.statuses.values())} completions.", "",
+             "| step | completions | " + " | ".join(present) + " | rule overrides |",
+             "|---|---|" + "---|" * len(present) + "---|"]
+    for k in steps:
+        rules = ", ".join(f"{rule} {n}" for rule, n in sorted(s.rules[k].items())) or "-"
+        lines.append(f"| {k} | {sum(s.statuses[k].values())} | "
+                     + " | ".join(str(s.statuses[k][st]) for st in present)
+                     + f" | {rules} |")
+    total_rules: Counter[str] = Counter()
+    for c in s.rules.values():
+        total_rules.update(c)
+    lines += ["", "Rule overrides over the log: " + (", ".join(
+        f"{rule} {n}" for rule, n in sorted(total_rules.items())) or "none") + "."]
+
+    def mean_len(recs: Sequence[dict[str, Any]], status: str) -> str:
+        sel = [r["tokens"] for r in recs if r["status"] == status]
+        return f"{sum(sel) / len(sel):.1f} ({len(sel)})" if sel else "-"
+
+    lines += ["", f"Mean completion length in tokens (completions), by status: all logged "
+              f"steps, step {steps[0]}, step {steps[-1]}", "",
+              "| status | all steps | first step | last step |", "|---|---|---|---|"]
+    for st in present:
+        n, tok = s.tokens.get(st, (0, 0))
+        lines.append(f"| {st} | {tok / n:.1f} ({n}) | {mean_len(s.first, st)} | "
+                     f"{mean_len(s.last, st)} |" if n else f"| {st} | - | - | - |")
+    for label, recs in ((f"first logged step ({steps[0]})", s.first),
+                        (f"last logged step ({steps[-1]})", s.last)):
+        lines += ["", f"Completions of the {label}:", ""]
+        for r in _examples(recs, examples):
+            text = r["response"]
+            if len(text) > max_chars:
+                text = text[:max_chars] + f"\u2026 ({len(text) - max_chars} more characters)"
+            reward = "-" if r.get("reward") is None else f"{r['reward']:g}"
+            adv = "-" if r.get("advantage") is None else f"{r['advantage']:+.2f}"
+            lines.append(f"- `{r['id']}` sample {r['sample']}: **{r['status']}**, reward "
+                         f"{reward}, advantage {adv}, extracted `{r.get('extracted')}`, gold "
+                         f"`{r.get('ground_truth')}`, {r['tokens']} tokens"
+                         + ("" if r["finished"] else " (cut)")
+                         + (f"; reason: {r['reason']}" if r.get("reason") else ""))
+            lines += ["", "  ```", *("  " + t for t in text.splitlines() or [""]), "  ```"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -197,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     out = format_report(read_metrics(metrics))
     if run_dir is not None and (paired := paired_eval(run_dir)) is not None:
         out += "\n\n" + format_paired(paired)
+    if run_dir is not None and (rollouts := rollout_summary(run_dir)) is not None:
+        out += "\n\n" + format_rollouts(rollouts)
     sys.stdout.write(out + "\n")
     return 0
 

@@ -39,6 +39,7 @@ from trainer_client.model.grpo import apply_truncation, group_advantages, reward
 from trainer_client.model.rollout import Completion
 from trainer_client.reward_client import RewardClient, ScoreItem, ScoreResult
 from trainer_client.settings import SamplingSettings
+from trainer_client.tracking.records import generation_records
 from trainer_client.workers import Workers
 
 __all__ = ["StepContext", "advantages", "collect_rewards", "eval_records", "evaluate",
@@ -133,9 +134,10 @@ def rollout(ctx: StepContext, problems: Sequence[Problem],
     return [c for g in groups for c in g], reward_futs
 
 
-def collect_rewards(reward_futs: Sequence[Future[ChunkRewards]],
-                    row: dict[str, Any]) -> list[float | None]:
-    """Wait for every chunk's rewards; TRL-style rewards ``[B]`` (``None``: unavailable)."""
+def collect_rewards(reward_futs: Sequence[Future[ChunkRewards]], row: dict[str, Any]
+                    ) -> tuple[list[float | None], list[ScoreResult | None]]:
+    """Wait for every chunk's rewards: TRL-style rewards ``[B]`` (``None``: unavailable)
+    and the service's results ``[B]`` (``None``: not reached)."""
     t1 = time.monotonic()
     results: list[ScoreResult | None] = []
     failures, reward_s = 0, 0.0
@@ -149,7 +151,7 @@ def collect_rewards(reward_futs: Sequence[Future[ChunkRewards]],
     rewards, rm = reward_metrics(results)
     row.update(rm)
     row["rewards/service_failures_total"] = failures
-    return rewards
+    return rewards, results
 
 
 def advantages(ctx: StepContext, completions: Sequence[Completion],
@@ -202,20 +204,12 @@ def sync_weights(ctx: StepContext, row: dict[str, Any]) -> None:
 
 
 def eval_records(problems: Sequence[Problem], completions: Sequence[Completion],
-                 results: Sequence[ScoreResult | None]) -> list[dict[str, Any]]:
-    """One record per held-out problem (the lines of ``eval/step_<N>.jsonl``).
-    ``complete``: the response ended (EOS, not cut at ``max_new_tokens``) and the scorer
-    found an answer in it."""
-    out = []
-    for p, c, r in zip(problems, completions, results, strict=True):
-        status = "unavailable" if r is None else r.status
-        out.append({"id": p.id, "correct": status == "correct", "status": status,
-                    "complete": c.finished and status in ("correct", "incorrect"),
-                    "finished": c.finished, "extracted": None if r is None else r.extracted,
-                    "reason": None if r is None else r.reason,
-                    "ground_truth": p.ground_truth, "tokens": len(c.completion_ids),
-                    "response": c.text})
-    return out
+                 results: Sequence[ScoreResult | None], *, step: int = 0,
+                 prompts: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """One record per held-out problem (the lines of ``eval/step_<N>.jsonl``), in the
+    rollout log's format (:mod:`trainer_client.tracking.records`). ``complete``: the
+    response ended (EOS, not cut at ``max_new_tokens``) and the scorer found an answer."""
+    return generation_records(step, problems, completions, results, prompts=prompts)
 
 
 def write_eval_file(path: Path, records: Sequence[dict[str, Any]]) -> None:
@@ -228,7 +222,8 @@ def evaluate(ctx: StepContext, row: dict[str, Any]) -> None:
     per-problem records go to ``<output_dir>/eval/step_<N>.jsonl``."""
     t4 = time.monotonic()
     if ctx.eval_set:
-        groups = ctx.workers.rollout.call("generate", [ctx.prompt(p) for p in ctx.eval_set],
+        prompts = [ctx.prompt(p) for p in ctx.eval_set]
+        groups = ctx.workers.rollout.call("generate", prompts,
                                           ctx.greedy).result(ctx.cfg.rollout.timeout_s)
         results, _ = ctx.score(score_items(ctx.eval_set, groups))
         _, m = reward_metrics(results, prefix="eval")
@@ -238,7 +233,8 @@ def evaluate(ctx: StepContext, row: dict[str, Any]) -> None:
         cm = completion_metrics([g[0] for g in groups], rollout_seconds=1.0)
         for k in ("mean_length", "truncated_fraction", "multi_answer_fraction"):
             m[f"eval/{k}"] = cm[f"completions/{k}"]
-        records = eval_records(ctx.eval_set, [g[0] for g in groups], results)
+        records = eval_records(ctx.eval_set, [g[0] for g in groups], results,
+                               step=row["step"], prompts=prompts)
         complete = [r for r in records if r["complete"]]
         m["eval/complete_fraction"] = len(complete) / len(records)
         m["eval/complete_accuracy"] = (sum(r["correct"] for r in complete) / len(complete)

@@ -16,8 +16,11 @@ One step, as the loop below reads (each phase a function of :mod:`trainer_client
 3. **advantage**: group-normalised; unavailable rewards are left out and masked.
 4. **loss + step**: every FSDP2 policy rank trains on its slice of the batch.
 5. **sync**: the full weights are gathered on rank 0 and loaded into the rollout engine.
-6. **log / eval / checkpoint**: a metrics line, greedy eval every ``eval.every`` steps,
-   a checkpoint every ``checkpoint.every`` steps (newest ``keep_last`` kept).
+6. **log / eval / checkpoint**: the step's samples to ``rollouts/step_<N>.jsonl`` (right
+   after its advantages), a metrics line (also to TensorBoard, W&B, MLflow as ``log``
+   says), greedy eval every ``eval.every`` steps, a checkpoint every ``checkpoint.every``
+   steps (newest ``keep_last`` kept). A full disk stops the run with
+   :class:`~trainer_client.tracking.DiskFullError`; no file is left with half a line.
 
 The run is strictly on-policy: the rollout of step t+1 starts after step t's weights are
 in the engine. What overlaps is scoring with generation inside a step.
@@ -29,6 +32,7 @@ client and Ray are always closed, also when start-up fails halfway.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -50,6 +54,8 @@ from trainer_client.model.pretrained import prepare_base_model
 from trainer_client.reward_client import RetryPolicy, RewardClient, RewardClientSettings, Timeout
 from trainer_client.settings import PolicySettings, SamplingSettings
 from trainer_client.step import StepContext, score_with_wait
+from trainer_client.tracking import RunTracker, generation_records, preflight
+from trainer_client.tracking.files import disk_full_as_error
 from trainer_client.workers import Workers, start_local_workers, start_ray_workers
 
 __all__ = ["RunResult", "allowed_token_ids", "client_settings", "score_with_wait", "train"]
@@ -140,11 +146,14 @@ class _Resources:
     ray_started: bool = False
     workers: Workers | None = None
     writer: MetricsWriter | None = None
+    tracker: RunTracker | None = None
 
-    def close(self, stop: threading.Event) -> None:
+    def close(self, stop: threading.Event, *, ok: bool = True) -> None:
         stop.set()  # background scoring threads return at their next wait
         if self.writer is not None:
             self.writer.close()
+        if self.tracker is not None:
+            self.tracker.close(ok)
         if self.scorer_pool is not None:
             self.scorer_pool.shutdown(wait=True, cancel_futures=True)
         if self.workers is not None:
@@ -180,8 +189,9 @@ def _start_workers(cfg: TrainConfig, res: _Resources, start: _StartPoint,
                                optimizer_state=start.optimizer_state)
 
 
-def _loop(ctx: StepContext, writer: MetricsWriter, train_set: list[Problem], *, step: int,
-          total_steps: int, progress: ProgressFn | None) -> int:
+def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
+          train_set: list[Problem], *, step: int, total_steps: int,
+          progress: ProgressFn | None) -> int:
     """Steps ``step + 1 .. total_steps`` (fewer on ``stop`` or ``run.time_limit_s``);
     returns the last step done."""
     cfg, stop = ctx.cfg, ctx.stop
@@ -198,10 +208,15 @@ def _loop(ctx: StepContext, writer: MetricsWriter, train_set: list[Problem], *, 
         # 1. rollout (queued in chunks), each chunk sent for scoring on arrival
         completions, reward_futs = phase.rollout(ctx, problems, row)  # [B = prompts * n]
         # 2. reward
-        rewards = phase.collect_rewards(reward_futs, row)  # [B], None: unavailable
+        rewards, results = phase.collect_rewards(reward_futs, row)  # [B], None: unavailable
         row.update(completion_metrics(completions, row["timings/rollout_seconds"]))
         # 3. advantage
         adv, valid = phase.advantages(ctx, completions, rewards, row)  # [B], [B]
+        if tracker.wants_records(step):  # the rollout log: every sample, scored, with its
+            tracker.log_rollouts(step, generation_records(  # advantage (None: not in loss)
+                step, problems, completions, results, prompts=[ctx.prompt(p) for p in problems],
+                advantages=[a if v else None for a, v in zip(adv.tolist(), valid.tolist(),
+                                                             strict=True)]))
         # 4. loss + optimizer step, 5. weight sync (both skipped when nothing to learn)
         if phase.train_step(ctx, step, completions, adv, valid, row):
             phase.sync_weights(ctx, row)
@@ -216,6 +231,7 @@ def _loop(ctx: StepContext, writer: MetricsWriter, train_set: list[Problem], *, 
         row["timings/step_seconds"] = time.monotonic() - t_step
         if step % max(1, cfg.run.log_every) == 0 or last or "eval/accuracy" in row:
             writer.write(row)
+            tracker.log_metrics(row)
         if progress is not None:
             progress(step, row)
     return step
@@ -228,7 +244,7 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
     ``cfg.run.steps`` (the total, counting steps done before a resume)."""
     stop = stop or threading.Event()
     out = Path(output_dir or cfg.run.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    preflight(cfg.log, out)  # writable output dir, logger packages: before the model loads
     ckpt_root = out / "checkpoints"
     total_steps = max_steps if max_steps is not None else cfg.run.steps
 
@@ -247,6 +263,7 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
     step = start.step
     plot: Path | None = None
     metrics_path = out / "metrics.jsonl"
+    ok = False
     try:
         # -- start-up: every resource is closed by `res.close`, also if a later one fails --
         res.client = client = RewardClient(client_settings(cfg, api_token), stop_event=stop)
@@ -256,6 +273,9 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
                                      _policy_settings(cfg, start, base_path, allowed))
         res.writer = writer = MetricsWriter(metrics_path,
                                             resume_step=start.step if resume else None)
+        res.tracker = tracker = RunTracker(cfg.log, out, start_step=start.step,
+                                           resumed=resume and start.step > 0,
+                                           config=dataclasses.asdict(cfg))
         ctx = StepContext(cfg=cfg, workers=res.workers, client=client,
                           scorer_pool=res.scorer_pool, tokenizer=tokenizer, sampling=sampling,
                           greedy=greedy, eval_set=eval_set[: cfg.eval.max_problems],
@@ -269,15 +289,18 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
             row0: dict[str, Any] = {"step": 0}
             phase.evaluate(ctx, row0)
             writer.write(row0)
+            tracker.log_metrics(row0)
         # -- the loop --------------------------------------------------------------------
-        step = _loop(ctx, writer, train_set, step=step, total_steps=total_steps,
+        step = _loop(ctx, writer, tracker, train_set, step=step, total_steps=total_steps,
                      progress=progress)
         writer.close()
         res.writer = None
-        plot = plot_reward_curve(metrics_path, out / "reward_curve.png",
-                                 title=f"GRPO {out.name}")
+        with disk_full_as_error(out / "reward_curve.png"):
+            plot = plot_reward_curve(metrics_path, out / "reward_curve.png",
+                                     title=f"GRPO {out.name}")
+        ok = True
     finally:
-        res.close(stop)
+        res.close(stop, ok=ok)
     logger.info("run finished", extra={"step": step, "checkpoints": len(list_checkpoints(
         ckpt_root))})
     return RunResult(output_dir=out, last_step=step, metrics_path=metrics_path,
