@@ -25,8 +25,9 @@ from typing import Any, Protocol
 from trainer_client.tracking.files import disk_full_as_error
 from trainer_client.tracking.settings import LogSettings
 
-__all__ = ["MLflowLogger", "MetricLogger", "TensorBoardLogger", "TrackingConfigError",
-           "WandbLogger", "check_packages", "open_logger", "samples_markdown", "scalars_of"]
+__all__ = ["SAMPLE_COLUMNS", "MLflowLogger", "MetricLogger", "TensorBoardLogger",
+           "TrackingConfigError", "WandbLogger", "check_packages", "open_logger",
+           "pick_samples", "samples_markdown", "scalars_of"]
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-__all__ = ["FULL_ERRNOS", "DiskFullError", "JsonlAppender", "disk_full_as_error",
+__all__ = ["FULL_ERRNOS", "DiskFullError", "JsonlAppender", "disk_full_as_error", "is_full",
            "write_text_atomic"]
 
 #: errnos that mean "no room for more data here"
