@@ -88,6 +88,14 @@ def test_ray_tiny_cpu_learns_to_0_8(ray_run):
     assert all(r["rewards/status/unavailable"] == 0 for r in rows)
     assert (out / "reward_curve.png").stat().st_size > 10_000
     assert [s for s, _ in list_checkpoints(out / "checkpoints")] == [200, 250]  # keep_last 2
+    # the rollout log of tiny-cpu.yaml: all 256 samples of every 5th step, on Ray too
+    logged = sorted(int(p.stem.split("_")[1]) for p in (out / "rollouts").glob("step_*.jsonl"))
+    assert logged == list(range(5, 251, 5))
+    last = (out / "rollouts" / "step_250.jsonl").read_text().splitlines()
+    assert len(last) == 256
+    assert sum(json.loads(x)["correct"] for x in last) / 256 == pytest.approx(
+        rows[-1]["rewards/status/correct"])
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     assert "metrics:" in log and "plot:" in log
     print(f"ray e2e: 250 steps in {took:.1f}s")
 

@@ -110,6 +110,19 @@ def _check_run(r, engine_kind: str = "vllm") -> list[dict]:
     e2 = (r.output_dir / "eval" / "step_2.jsonl").read_text().splitlines()
     assert [json.loads(x)["id"] for x in e0] == [json.loads(x)["id"] for x in e2]
     assert len(e0) == 4
+    # the rollout log (on in the demo config): every sample of both steps, scored, and
+    # agreeing with the step's metrics
+    for row in rows[1:]:
+        recs = [json.loads(x) for x in (r.output_dir / "rollouts" /
+                                        f"step_{row['step']}.jsonl").read_text().splitlines()]
+        assert len(recs) == 4 and [x["sample"] for x in recs] == [0, 1, 2, 3]
+        assert recs[0]["prompt"].endswith("<|im_start|>assistant\n")  # the chat template
+        assert all(x["scorer"] == "gsm8k" and x["reward"] is not None for x in recs)
+        assert sum(x["reward"] for x in recs) / 4 == pytest.approx(row["rewards/mean"])
+        assert sum(x["status"] == "correct" for x in recs) / 4 == pytest.approx(
+            row["rewards/status/correct"])
+        assert all(0 < x["tokens"] <= 12 and x["response"] for x in recs)
+    assert list((r.output_dir / "tensorboard").glob("events.out.tfevents.*"))
     ck = r.output_dir / "checkpoints" / "step_000002" / "model"
     assert (ck / "model.safetensors").is_file() and (ck / "tokenizer.json").is_file()
     assert r.plot_path is not None and r.plot_path.is_file()
