@@ -288,10 +288,12 @@ def format_rollouts(s: RolloutSummary, examples: int = 4, max_chars: int = 400) 
                 text = text[:max_chars] + f"\u2026 ({len(text) - max_chars} more characters)"
             reward = "-" if r.get("reward") is None else f"{r['reward']:g}"
             adv = "-" if r.get("advantage") is None else f"{r['advantage']:+.2f}"
+            got = ("nothing extracted" if r.get("extracted") is None
+                   else f"extracted `{r['extracted']}`")
             lines.append(f"- `{r['id']}` sample {r['sample']}: **{r['status']}**, reward "
-                         f"{reward}, advantage {adv}, extracted `{r.get('extracted')}`, gold "
-                         f"`{r.get('ground_truth')}`, {r['tokens']} tokens"
-                         + ("" if r["finished"] else " (cut)")
+                         f"{reward}, advantage {adv}, {got}, gold `{r.get('ground_truth')}`, "
+                         f"{r['tokens']} token{'' if r['tokens'] == 1 else 's'}"
+                         + ("" if r["finished"] else " (cut at max_new_tokens)")
                          + (f"; reason: {r['reason']}" if r.get("reason") else ""))
             lines += ["", "  ```", *("  " + t for t in text.splitlines() or [""]), "  ```"]
     return "\n".join(lines)
