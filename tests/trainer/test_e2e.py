@@ -19,6 +19,7 @@ pytest.importorskip("reward_service.server.app",
                     reason="the reward service (extra 'service') is not installed")
 
 from tests.helpers import Service
+from tests.trainer.procs import procs_mentioning
 from trainer_client.metrics import read_metrics
 from trainer_client.model.checkpoint import list_checkpoints
 from trainer_client.reward_client import RewardClient, RewardClientSettings, ScoreItem
@@ -291,18 +292,6 @@ def test_service_down_at_start_exits_2(tmp_path, capsys):
     assert time.monotonic() - t0 < 30
 
 
-def _procs_mentioning(text: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if text.encode() in fh.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 def test_ray_start_failure_halfway_cleans_up(reward_url, tmp_path):
     """Three policy ranks cannot be placed on a 2-CPU Ray: start-up fails after Ray, the
     placement group and the client are up. The run must end (no hang), and no Ray process
@@ -321,9 +310,9 @@ def test_ray_start_failure_halfway_cleans_up(reward_url, tmp_path):
     assert "GetTimeoutError" in log, log[-3000:]
     assert time.monotonic() - t0 < 150
     deadline = time.monotonic() + 15  # Ray's own processes exit asynchronously
-    while _procs_mentioning(ray_tmp) and time.monotonic() < deadline:
+    while procs_mentioning(ray_tmp) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert _procs_mentioning(ray_tmp) == []
+    assert procs_mentioning(ray_tmp) == []
 
 
 def test_sigterm_stops_at_step_boundary_with_checkpoint(reward_url, tmp_path):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import glob
 import json
 import math
-import os
 import shutil
 import struct
 import subprocess
@@ -32,6 +31,7 @@ pytest.importorskip("reward_service.server.app",
                     reason="the reward service (extra 'service') is not installed")
 pytest.importorskip("tensorboard", reason="the trainer extra (tensorboard) is not installed")
 
+from tests.trainer.procs import procs_mentioning
 from tests.trainer.tmpfs import run_on_tmpfs, tmpfs_runner
 from trainer_client.config import load_config
 from trainer_client.metrics import read_metrics
@@ -303,21 +303,9 @@ def test_wandb_offline_run_has_every_scalar_at_its_step(run):
     assert {x["_step"] for x in hist[0]} == {1, 2, 3, 4}
     assert any("completions/_type" in x for x in hist[1])  # the samples table
     deadline = time.monotonic() + 30  # wandb.teardown() stopped its wandb-core process
-    while _procs("wandb-core") and time.monotonic() < deadline:
+    while procs_mentioning("wandb-core") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _procs("wandb-core") == []
-
-
-def _procs(text: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if text.encode() in fh.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+    assert procs_mentioning("wandb-core") == []
 
 
 # -- MLflow (local SQLite store) -------------------------------------------------------------
