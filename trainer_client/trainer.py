@@ -152,8 +152,6 @@ class _Resources:
         stop.set()  # background scoring threads return at their next wait
         if self.writer is not None:
             self.writer.close()
-        if self.tracker is not None:
-            self.tracker.close(ok)
         if self.scorer_pool is not None:
             self.scorer_pool.shutdown(wait=True, cancel_futures=True)
         if self.workers is not None:
@@ -164,6 +162,8 @@ class _Resources:
             import ray
 
             ray.shutdown()
+        if self.tracker is not None:  # last: after a failure it may raise (a full disk)
+            self.tracker.close(ok)
 
 
 def _start_workers(cfg: TrainConfig, res: _Resources, start: _StartPoint,
@@ -274,8 +274,7 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
         res.writer = writer = MetricsWriter(metrics_path,
                                             resume_step=start.step if resume else None)
         res.tracker = tracker = RunTracker(cfg.log, out, start_step=start.step,
-                                           resumed=resume and start.step > 0,
-                                           config=dataclasses.asdict(cfg))
+                                           resumed=resume, config=dataclasses.asdict(cfg))
         ctx = StepContext(cfg=cfg, workers=res.workers, client=client,
                           scorer_pool=res.scorer_pool, tokenizer=tokenizer, sampling=sampling,
                           greedy=greedy, eval_set=eval_set[: cfg.eval.max_problems],

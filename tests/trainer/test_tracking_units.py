@@ -175,9 +175,25 @@ def test_rollout_log_resume_keeps_earlier_steps_and_moves_later_ones_aside(tmp_p
     moved = list((root / "discarded").iterdir())
     assert len(moved) == 1 and moved[0].name.startswith("step_6.")
     assert json.loads(moved[0].read_text()) == {"step": 6, "n": 1}
-    RolloutLog(root, every=1, max_bytes=0, keep_through=0)  # a fresh run in the same dir
+    RolloutLog(root, every=1, max_bytes=0, keep_through=-1)  # a fresh run in the same dir
     assert rollout_log.step_files(root) == []
     assert len(list((root / "discarded").iterdir())) == 3
+
+
+@pytest.mark.parametrize("every", [0, 1])
+def test_tracker_applies_the_resume_rule_to_eval_files_and_a_switched_off_log(tmp_path, every):
+    for d, steps in (("eval", (0, 2, 3)), ("rollouts", (1, 2, 3))):
+        (tmp_path / d).mkdir()
+        for s in steps:
+            (tmp_path / d / f"step_{s}.jsonl").write_text(f'{{"step": {s}}}\n')
+    log = settings.LogSettings(loggers=(), rollouts_every=every)
+    tracker.RunTracker(log, tmp_path, start_step=2, resumed=True, config={}).close()
+    assert [s for s, _ in rollout_log.step_files(tmp_path / "eval")] == [0, 2]  # 3 aside
+    assert [s for s, _ in rollout_log.step_files(tmp_path / "rollouts")] == [1, 2]
+    tracker.RunTracker(log, tmp_path, start_step=0, resumed=False, config={}).close()
+    for d in ("eval", "rollouts"):  # a fresh run: metrics.jsonl starts anew, so do these
+        assert rollout_log.step_files(tmp_path / d) == []
+        assert len(list((tmp_path / d / "discarded").iterdir())) == 3
 
 
 # -- what the loggers get -----------------------------------------------------------------

@@ -23,7 +23,7 @@ from trainer_client.tracking.backends import (
     pick_samples,
     scalars_of,
 )
-from trainer_client.tracking.rollout_log import RolloutLog
+from trainer_client.tracking.rollout_log import RolloutLog, set_aside_steps_after
 from trainer_client.tracking.settings import LogSettings
 
 __all__ = ["RunTracker", "check_output_dir", "preflight"]
@@ -57,11 +57,18 @@ class RunTracker:
 
     def __init__(self, settings: LogSettings, out: Path, *, start_step: int,
                  resumed: bool, config: Mapping[str, Any]) -> None:
+        """``start_step``: the step the run starts after (its checkpoint's, 0 when fresh);
+        ``resumed``: it continues an earlier run in ``out`` (its steps up to ``start_step``
+        are kept; a fresh run sets aside every earlier step file of ``rollouts/`` and
+        ``eval/``)."""
         self.settings = settings
+        keep = start_step if resumed else -1
         self.rollouts = (RolloutLog(out / "rollouts", every=settings.rollouts_every,
-                                    max_bytes=settings.rollouts_max_bytes,
-                                    keep_through=start_step)
+                                    max_bytes=settings.rollouts_max_bytes, keep_through=keep)
                          if settings.rollouts_every else None)
+        if self.rollouts is None:  # the log is off now: an earlier run's files still go
+            set_aside_steps_after(out / "rollouts", keep)
+        set_aside_steps_after(out / "eval", keep)
         self._samples_every = settings.rollouts_every or 1
         self.loggers: list[MetricLogger] = []
         try:
