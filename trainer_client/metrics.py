@@ -21,7 +21,8 @@ Keys (namespaced; units in the name where there is one):
   ``throughput/train_tokens_per_second`` (prompt + completion tokens of the batch, times
   ``ppo_epochs``, / train seconds)
 - ``timings/*_seconds``: rollout, reward (total), reward_wait (after generation ended),
-  train, sync, eval, checkpoint, step
+  train, sync, eval, checkpoint, step; rollout_log (building and writing the step's
+  rollout records and sampled completions, on logged steps)
 - ``eval/accuracy``, ``eval/status/<s>`` every ``eval.every`` steps
 - ``train/skipped``: 1 when no update was made (no reward of the step was available, or
   ``grpo.skip_no_signal`` and no group had a reward spread)

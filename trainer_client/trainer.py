@@ -213,10 +213,12 @@ def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
         # 3. advantage
         adv, valid = phase.advantages(ctx, completions, rewards, row)  # [B], [B]
         if tracker.wants_records(step):  # the rollout log: every sample, scored, with its
-            tracker.log_rollouts(step, generation_records(  # advantage (None: not in loss)
+            t_log = time.monotonic()  # advantage (None: left out of the loss)
+            tracker.log_rollouts(step, generation_records(
                 step, problems, completions, results, prompts=[ctx.prompt(p) for p in problems],
                 advantages=[a if v else None for a, v in zip(adv.tolist(), valid.tolist(),
                                                              strict=True)]))
+            row["timings/rollout_log_seconds"] = time.monotonic() - t_log
         # 4. loss + optimizer step, 5. weight sync (both skipped when nothing to learn)
         if phase.train_step(ctx, step, completions, adv, valid, row):
             phase.sync_weights(ctx, row)
