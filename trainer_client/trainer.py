@@ -192,8 +192,8 @@ def _loop(ctx: StepContext, writer: MetricsWriter, train_set: list[Problem], *, 
         step += 1
         t_step = time.monotonic()
         row: dict[str, Any] = {"step": step}
-        problems = sample_batch(train_set, cfg.run.prompts_per_step, seed=cfg.run.seed,
-                                step=step)
+        problems = sample_batch(train_set, cfg.run.rollout_prompts or cfg.run.prompts_per_step,
+                                seed=cfg.run.seed, step=step)
 
         # 1. rollout (queued in chunks), each chunk sent for scoring on arrival
         completions, reward_futs = phase.rollout(ctx, problems, row)  # [B = prompts * n]
@@ -202,6 +202,11 @@ def _loop(ctx: StepContext, writer: MetricsWriter, train_set: list[Problem], *, 
         row.update(completion_metrics(completions, row["timings/rollout_seconds"]))
         # 3. advantage
         adv, valid = phase.advantages(ctx, completions, rewards, row)  # [B], [B]
+        if cfg.run.rollout_prompts:  # dynamic sampling: only groups with a reward spread
+            completions, adv, valid = phase.keep_signal_groups(
+                completions, adv, valid, group_size=cfg.rollout.n,
+                groups_wanted=cfg.run.prompts_per_step, world_size=cfg.policy.world_size,
+                row=row)
         # 4. loss + optimizer step, 5. weight sync (both skipped when nothing to learn)
         if phase.train_step(ctx, step, completions, adv, valid, row):
             phase.sync_weights(ctx, row)
