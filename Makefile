@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench soak demo demo-real clean frameworks
+.PHONY: serve test lint bench soak demo demo-real demo-gsm8k clean frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,24 @@ demo-real: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## real-model GRPO run: 
 	    > $$out/train.log 2>&1 || { tail -40 $$out/train.log; exit 1; }; \
 	$(BIN)/python -m trainer_client.report $$out; \
 	echo "train log: $$out/train.log, reward service log: $$out/reward-service.log"
+
+# GSM8K as verl's tutorial runs it: train on the train split, evaluate greedy on 500 held-out
+# test problems at the start and the end (configs/smollm2-gsm8k-cpu.yaml: 30 minutes of
+# training on 2 cores, ~40 in all). DEMO_FULL_EVAL=1 then scores the base model and the final
+# checkpoint on the whole test split (1,319 problems, ~10 more minutes).
+demo-gsm8k: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## GSM8K train split -> held-out test split
+	$(MAKE) demo-real DEMO_CONFIG=configs/smollm2-gsm8k-cpu.yaml \
+	    DEMO_OUT=$${DEMO_OUT:-runs/smollm2-gsm8k} DEMO_PORT=$${DEMO_PORT:-8767}
+	@set -e; [ -n "$${DEMO_FULL_EVAL:-}" ] || exit 0; out=$${DEMO_OUT:-runs/smollm2-gsm8k}; \
+	port=$${DEMO_PORT:-8767}; \
+	$(BIN)/python -m reward_service serve --host 127.0.0.1 --port $$port --workers 2 \
+	    >> $$out/reward-service.log 2>&1 & svc=$$!; \
+	trap 'kill -TERM $$svc 2>/dev/null; wait $$svc 2>/dev/null || true' EXIT INT TERM; \
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} \
+	$(BIN)/grpo-eval --config configs/smollm2-gsm8k-cpu.yaml \
+	    --data ../shared/data/gsm8k_test.jsonl --reward-url http://127.0.0.1:$$port \
+	    --model $$out/base_model --model $$(ls -d $$out/checkpoints/step_*/model | tail -1) \
+	    | tee $$out/full_test_split.txt
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -14,7 +14,7 @@ Worker → supervisor::
     {"op": "ready", "pid": int, "sandbox": {layer: {"status": ..., "detail": ...}}}
     {"op": "fatal", "reason": str}       → the worker refuses to run (then exits 3)
     {"op": "result", "seq": int, "status": str, "extracted": str|None,
-     "extracted_gold": str|None, "reason": str|None, "elapsed_s": float}
+     "extracted_gold": str|None, "reason": str|None, "elapsed_s": float, "credit": float}
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class Result:
     extracted_gold: str | None
     reason: str | None
     elapsed_s: float
+    credit: float  # the score of a verdict that is not correct (0, or a format score)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ class Phase:
 WorkerMessage = Result | Ready | Fatal | Phase
 _KEYS = {
     "phase": {"op", "seq", "phase"},
-    "result": {"op", "seq", "status", "extracted", "extracted_gold", "reason", "elapsed_s"},
+    "result": {"op", "seq", "status", "extracted", "extracted_gold", "reason", "elapsed_s", "credit"},
     "ready": {"op", "pid", "sandbox"},
     "fatal": {"op", "reason"},
 }
@@ -137,6 +138,11 @@ def _result(raw: dict[str, Any]) -> Result:
         raise ProtocolError("elapsed_s is not a number")
     if not 0 <= elapsed < math.inf:  # also false for NaN
         raise ProtocolError(f"elapsed_s is {elapsed!r}")
+    credit = raw["credit"]
+    if type(credit) is not float and type(credit) is not int:
+        raise ProtocolError("credit is not a number")
+    if not 0 <= credit <= 1:  # also false for NaN
+        raise ProtocolError(f"credit is {credit!r}, not in [0, 1]")
     return Result(
         _int(raw["seq"], "seq"),
         status,  # type: ignore[arg-type]  # checked against STATUSES above
@@ -144,6 +150,7 @@ def _result(raw: dict[str, Any]) -> Result:
         _text(raw["extracted_gold"], "extracted_gold"),
         _text(raw["reason"], "reason"),
         float(elapsed),
+        float(credit),
     )
 
 

@@ -44,6 +44,18 @@ def test_results_in_order_with_ids_and_statuses(client: httpx.Client) -> None:
     assert body["results"][1]["extracted"] == "17"
 
 
+def test_gsm8k_format_score_travels_from_the_worker(client: httpx.Client) -> None:
+    """``extra.format_score`` is scored in the sandboxed worker and its credit comes back in
+    ``score`` with the status unchanged; a bad value is that item's ``error``, not a 4xx."""
+    wrong = {"response": "9 * 2 = 17\n#### 17", "ground_truth": "18", "scorer": "gsm8k"}
+    r = _score(client, [{**wrong, "extra": {"format_score": 0.2}}, wrong,
+                        {**wrong, "extra": {"format_score": 2}}])
+    assert r.status_code == 200, r.text
+    got = [(x["status"], x["score"]) for x in r.json()["results"]]
+    assert got == [("incorrect", 0.2), ("incorrect", 0.0), ("error", 0.0)]
+    assert "format_score" in r.json()["results"][2]["reason"]
+
+
 def test_reply_is_exactly_a_score_response(client: httpx.Client) -> None:
     """The hot path serialises plain dicts, not models: every field of ``ScoreResponse`` and
     ``ItemResult`` must be there, with its type, and nothing else."""

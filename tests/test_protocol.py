@@ -82,7 +82,7 @@ def test_a_frame_over_the_decoders_limit_is_refused_at_its_header() -> None:
 
 # ---------------------------------------------------------------- messages from a worker
 _RESULT = {"op": "result", "seq": 7, "status": "correct", "extracted": "2",
-           "extracted_gold": "2", "reason": None, "elapsed_s": 0.01}
+           "extracted_gold": "2", "reason": None, "elapsed_s": 0.01, "credit": 0.0}
 
 
 def test_a_valid_result_is_typed_and_long_strings_are_clipped() -> None:
@@ -115,6 +115,11 @@ def test_control_error_is_in_the_error_tree() -> None:
         {**_RESULT, "elapsed_s": -1.0},
         {**_RESULT, "elapsed_s": float("inf")},
         {**_RESULT, "elapsed_s": "0.1"},
+        {**_RESULT, "credit": 1.5},  # a worker cannot pay more than a correct answer
+        {**_RESULT, "credit": -0.1},
+        {**_RESULT, "credit": float("nan")},
+        {**_RESULT, "credit": "0.1"},
+        {k: v for k, v in _RESULT.items() if k != "credit"},
         {**_RESULT, "extracted": 12},
         {**_RESULT, "reason": {"a": 1}},
         {**_RESULT, "extra": 1},

@@ -38,6 +38,33 @@ def test_gsm8k(response: str, gold: str, status: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("response", "status", "score"),
+    [
+        ("9 * 2 = 18\n#### 18", "correct", 1.0),
+        ("9 * 2 = 17\n#### 17", "incorrect", 0.1),  # well-formed, wrong: the format score
+        ("9 * 2 = 17, so 17 dollars.", "incorrect", 0.0),  # no '####': not well-formed
+        ("#### 17\n#### 19", "incorrect", 0.0),  # hedged: no credit for two answers
+        ("#### 18 or 17", "incorrect", 0.0),  # the gold offered beside another: hedged
+        ("I cannot tell.", "no_answer", 0.0),
+    ],
+)
+def test_gsm8k_format_score(response: str, status: str, score: float) -> None:
+    """verl's gsm8k ``format_score``: a wrong answer after ``####`` earns it, nothing else
+    does, and the status (what accuracy counts) is unchanged."""
+    v = S["gsm8k"](response, "18", {"format_score": 0.1})
+    assert (v.status, v.score) == (status, score)
+    assert (v.reason or "").startswith("format_score") == (score == 0.1)
+    plain = S["gsm8k"](response, "18", {})
+    assert plain.status == status and plain.score == (1.0 if status == "correct" else 0.0)
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, "0.1", True, float("nan")])
+def test_gsm8k_format_score_out_of_range_is_an_error(bad: object) -> None:
+    with pytest.raises(ValueError, match="format_score"):
+        S["gsm8k"]("no hashes here: 17", "18", {"format_score": bad})
+
+
+@pytest.mark.parametrize(
     ("response", "gold", "params", "status"),
     [
         ("\\boxed{0.3333333}", "1/3", {}, "correct"),

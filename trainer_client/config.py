@@ -54,6 +54,9 @@ class RunSection:
     log_every: int = 1  # write a metrics line every N steps (eval/checkpoint steps always)
     time_limit_s: float | None = None  # end (final eval + checkpoint) after the step during
     #                                    which this much training time has passed
+    rollout_prompts: int = 0  # prompts rolled out per step; 0: prompts_per_step. More: DAPO's
+    #   dynamic sampling: the step trains on the first prompts_per_step groups that have a
+    #   reward spread (the others would add no gradient, only cost)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +114,8 @@ class RewardSection:
     ready_timeout_s: float = 60.0  # wait for /readyz at start
     step_max_wait_s: float = 300.0  # a step waits this long for the service, then goes on
     step_retry_backoff_s: float = 2.0  # pause between a step's scoring attempts
+    extra: dict[str, Any] | None = None  # the `extra` of every item, e.g. {format_score: 0.1}
+    #                                      (gsm8k: the score of a wrong answer after '####')
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,4 +204,8 @@ def load_config(path: str | Path | None, *,
         raise ValueError("config.model: set `path`, `tiny`, or `package` and `gguf_file`")
     if cfg.run.prompts_per_step * cfg.rollout.n % cfg.policy.world_size:
         raise ValueError("prompts_per_step * rollout.n must divide by policy.world_size")
+    if cfg.run.rollout_prompts and cfg.run.rollout_prompts < cfg.run.prompts_per_step:
+        raise ValueError("config.run.rollout_prompts must be 0 or >= run.prompts_per_step")
+    if cfg.reward.extra is not None and not isinstance(cfg.reward.extra, dict):
+        raise ValueError("config.reward.extra must be a mapping (the `extra` of each item)")
     return cfg

@@ -74,8 +74,12 @@ class DataSettings:
 
     format: Format = "toy"  # "toy", "gsm8k" or "math"
     train_path: str | None = None  # JSONL (gsm8k/math formats); unused for "toy"
-    eval_path: str | None = None  # JSONL for eval; None: hold out eval_size train rows
+    eval_path: str | None = None  # JSONL for eval (e.g. GSM8K's test split): eval_size of its
+    #                               problems drawn with `seed`, in file order, the same each
+    #                               run; None: hold out eval_size train rows
     eval_size: int = 20  # held-out problems (toy: sums kept out of training; 0: eval on train)
+    eval_max_gold_steps: int | None = None  # GSM8K eval file: keep problems with at most this
+    #                                         many calculations; None: as max_gold_steps
     toy_max_sum: int = 18  # toy: keep sums a + b <= this (9: single-digit answers)
     max_train: int | None = None  # keep only the first N training rows
     max_gold_steps: int | None = None  # GSM8K: keep problems whose reference solution has at
@@ -204,9 +208,15 @@ def load_problems(settings: DataSettings) -> tuple[list[Problem], list[Problem]]
         train = load_jsonl_problems(settings.train_path, settings.format,
                                     scorer=settings.scorer, max_gold_steps=steps)
     if settings.eval_path is not None:
-        evals = load_jsonl_problems(settings.eval_path, settings.format,
-                                    limit=settings.eval_size, scorer=settings.scorer,
-                                    max_gold_steps=steps)
+        eval_steps = (settings.eval_max_gold_steps if settings.eval_max_gold_steps is not None
+                      else steps)
+        pool = load_jsonl_problems(settings.eval_path, settings.format, scorer=settings.scorer,
+                                   max_gold_steps=eval_steps)
+        if settings.eval_size > len(pool):
+            raise ValueError(f"data.eval_size is {settings.eval_size} but {settings.eval_path} "
+                             f"has {len(pool)} problems (after max_gold_steps)")
+        picked = sorted(random.Random(settings.seed).sample(range(len(pool)), settings.eval_size))
+        evals = [pool[i] for i in picked]
     else:
         rng = random.Random(settings.seed)
         order = list(range(len(train)))

@@ -29,7 +29,7 @@ from typing import Any
 from trainer_client.metrics import STATUSES, read_metrics
 from trainer_client.tracking.rollout_log import step_files
 
-__all__ = ["PairedEval", "RolloutSummary", "format_paired", "format_report",
+__all__ = ["PairedEval", "RolloutSummary", "answer_form", "format_paired", "format_report",
            "format_rollouts", "main", "mcnemar_exact", "paired_eval", "rollout_summary"]
 
 _STEP_COLUMNS = (  # (header, key, format)
@@ -122,6 +122,19 @@ class PairedEval:
     transitions: dict[tuple[str, str], int]  # (status before, status after) -> problems
     mean_tokens: tuple[float, float]
     truncated: tuple[float, float]
+    forms: dict[tuple[str, str], int]  # (answer form before, after) -> problems: answer_form
+
+
+def answer_form(record: dict[str, Any]) -> str:
+    """How an eval answer is written, apart from its value: ``cut`` (stopped at the token
+    limit), ``unmarked`` (ended without a ``####`` line), else ``#### right`` / ``#### wrong``
+    (an answer after ``####``; ``right`` is the scorer's verdict). Separates what GRPO
+    taught about the form (stopping, the marker) from what it taught about the value."""
+    if not record["finished"]:
+        return "cut"
+    if "####" not in record.get("response", ""):
+        return "unmarked"
+    return "#### right" if record["correct"] else "#### wrong"
 
 
 def _eval_files(run_dir: Path) -> list[tuple[int, Path]]:
@@ -165,7 +178,8 @@ def paired_eval(run_dir: Path) -> PairedEval | None:
         transitions=dict(Counter((a[i]["status"], z[i]["status"]) for i in ids)),
         mean_tokens=(sum(a[i]["tokens"] for i in ids) / n, sum(z[i]["tokens"] for i in ids) / n),
         truncated=(sum(not a[i]["finished"] for i in ids) / n,
-                   sum(not z[i]["finished"] for i in ids) / n))
+                   sum(not z[i]["finished"] for i in ids) / n),
+        forms=dict(Counter((answer_form(a[i]), answer_form(z[i])) for i in ids)))
 
 
 def format_paired(p: PairedEval) -> str:
@@ -187,6 +201,10 @@ def format_paired(p: PairedEval) -> str:
         "", "| status before -> after | problems |", "|---|---|"]
     lines += [f"| {a} -> {b} | {k} |" for (a, b), k in
               sorted(p.transitions.items(), key=lambda kv: -kv[1])]
+    lines += ["", "| answer form before -> after (cut: at the token limit; unmarked: no "
+              "'####') | problems |", "|---|---|"]
+    lines += [f"| {a} -> {b} | {k} |" for (a, b), k in
+              sorted(p.forms.items(), key=lambda kv: -kv[1])]
     return "\n".join(lines)
 
 

@@ -43,7 +43,7 @@ from trainer_client.tracking.records import generation_records
 from trainer_client.workers import Workers
 
 __all__ = ["StepContext", "advantages", "collect_rewards", "eval_records", "evaluate",
-           "rollout", "save_checkpoint", "score_items", "score_with_wait", "sync_weights",
+           "keep_signal_groups", "rollout", "save_checkpoint", "score_items", "score_with_wait", "sync_weights",
            "train_step", "write_eval_file"]
 
 logger = logging.getLogger(__name__)
@@ -72,11 +72,12 @@ def score_with_wait(client: RewardClient, items: Sequence[ScoreItem], *, max_wai
                 return [None] * len(items), failures
 
 
-def score_items(problems: Sequence[Problem],
-                groups: Sequence[Sequence[Completion]]) -> list[ScoreItem]:
-    """One item per completion, id ``"<problem id>#<sample index>"``."""
+def score_items(problems: Sequence[Problem], groups: Sequence[Sequence[Completion]],
+                extra: dict[str, Any] | None = None) -> list[ScoreItem]:
+    """One item per completion, id ``"<problem id>#<sample index>"``, each with ``extra``
+    (``reward.extra``: scorer options such as gsm8k's ``format_score``)."""
     return [ScoreItem(response=c.text, ground_truth=p.ground_truth, scorer=p.scorer,
-                      data_source=p.data_source, id=f"{p.id}#{k}")
+                      data_source=p.data_source, id=f"{p.id}#{k}", extra=extra)
             for p, g in zip(problems, groups, strict=True) for k, c in enumerate(g)]
 
 
@@ -129,7 +130,8 @@ def rollout(ctx: StepContext, problems: Sequence[Problem],
     for ps, call in zip(chunk_problems, gen_calls, strict=True):
         g = call.result(cfg.rollout.timeout_s)
         groups.extend(g)
-        reward_futs.append(ctx.scorer_pool.submit(ctx.timed_score, score_items(ps, g)))
+        reward_futs.append(ctx.scorer_pool.submit(ctx.timed_score,
+                                                  score_items(ps, g, cfg.reward.extra)))
     row["timings/rollout_seconds"] = time.monotonic() - t0
     return [c for g in groups for c in g], reward_futs
 
@@ -166,6 +168,30 @@ def advantages(ctx: StepContext, completions: Sequence[Completion],
     (adv, valid), am = group_advantages(shaped, cfg.rollout.n, scale=cfg.grpo.scale_rewards)
     row.update(am)
     return adv, valid
+
+
+def keep_signal_groups(completions: Sequence[Completion], adv: torch.Tensor, valid: torch.Tensor,
+                       *, group_size: int, groups_wanted: int, world_size: int,
+                       row: dict[str, Any]) -> tuple[list[Completion], torch.Tensor, torch.Tensor]:
+    """DAPO's dynamic sampling: of the rolled-out groups (``adv``, ``valid``: ``[B]``, groups
+    of ``group_size`` consecutive items), the first ``groups_wanted`` that have a reward spread
+    (a group whose advantages are all 0 adds no gradient, only cost), trimmed so the batch
+    divides by ``world_size``. When none has a spread, the first ``groups_wanted`` groups (all
+    zero: :func:`train_step` skips them). Records ``train/groups_with_signal`` and
+    ``train/groups_trained``."""
+    n = group_size
+    groups = len(completions) // n
+    signal = [g for g in range(groups) if bool(adv[g * n:(g + 1) * n].abs().sum() > 0)]
+    keep = signal[:groups_wanted]
+    while keep and len(keep) * n % world_size:
+        keep.pop()
+    row["train/groups_with_signal"] = len(signal)
+    row["train/groups_trained"] = len(keep)
+    if not keep:
+        keep = list(range(min(groups_wanted, groups)))
+    idx = [g * n + k for g in keep for k in range(n)]  # [len(keep) * n]
+    at = torch.tensor(idx, dtype=torch.long)
+    return [completions[i] for i in idx], adv[at], valid[at]
 
 
 def train_step(ctx: StepContext, step: int, completions: Sequence[Completion],
@@ -225,7 +251,7 @@ def evaluate(ctx: StepContext, row: dict[str, Any]) -> None:
         prompts = [ctx.prompt(p) for p in ctx.eval_set]
         groups = ctx.workers.rollout.call("generate", prompts,
                                           ctx.greedy).result(ctx.cfg.rollout.timeout_s)
-        results, _ = ctx.score(score_items(ctx.eval_set, groups))
+        results, _ = ctx.score(score_items(ctx.eval_set, groups, ctx.cfg.reward.extra))
         _, m = reward_metrics(results, prefix="eval")
         m["eval/accuracy"] = m.pop("eval/status/correct")
         m.pop("eval/mean", None)

@@ -56,6 +56,7 @@ from trainer_client.settings import PolicySettings, SamplingSettings
 from trainer_client.step import StepContext, score_with_wait
 from trainer_client.tracking import RunTracker, generation_records, preflight
 from trainer_client.tracking.files import disk_full_as_error
+from trainer_client.tracking.records import advantages_in_loss
 from trainer_client.workers import Workers, start_local_workers, start_ray_workers
 
 __all__ = ["RunResult", "allowed_token_ids", "client_settings", "score_with_wait", "train"]
@@ -202,8 +203,8 @@ def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
         step += 1
         t_step = time.monotonic()
         row: dict[str, Any] = {"step": step}
-        problems = sample_batch(train_set, cfg.run.prompts_per_step, seed=cfg.run.seed,
-                                step=step)
+        problems = sample_batch(train_set, cfg.run.rollout_prompts or cfg.run.prompts_per_step,
+                                seed=cfg.run.seed, step=step)
 
         # 1. rollout (queued in chunks), each chunk sent for scoring on arrival
         completions, reward_futs = phase.rollout(ctx, problems, row)  # [B = prompts * n]
@@ -212,12 +213,18 @@ def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
         row.update(completion_metrics(completions, row["timings/rollout_seconds"]))
         # 3. advantage
         adv, valid = phase.advantages(ctx, completions, rewards, row)  # [B], [B]
-        if tracker.wants_records(step):  # the rollout log: every sample, scored, with its
-            t_log = time.monotonic()  # advantage (None: left out of the loss)
+        rolled = completions  # [B]: every sampled completion, for the rollout log
+        if cfg.run.rollout_prompts:  # dynamic sampling: only groups with a reward spread
+            completions, adv, valid = phase.keep_signal_groups(
+                completions, adv, valid, group_size=cfg.rollout.n,
+                groups_wanted=cfg.run.prompts_per_step, world_size=cfg.policy.world_size,
+                row=row)
+        if tracker.wants_records(step):  # the rollout log: every sample, scored, with the
+            t_log = time.monotonic()  # advantage it got in the loss (None: not in it)
             tracker.log_rollouts(step, generation_records(
-                step, problems, completions, results, prompts=[ctx.prompt(p) for p in problems],
-                advantages=[a if v else None for a, v in zip(adv.tolist(), valid.tolist(),
-                                                             strict=True)]))
+                step, problems, rolled, results, prompts=[ctx.prompt(p) for p in problems],
+                advantages=advantages_in_loss(rolled, completions, adv.tolist(),
+                                              valid.tolist())))
             row["timings/rollout_log_seconds"] = time.monotonic() - t_log
         # 4. loss + optimizer step, 5. weight sync (both skipped when nothing to learn)
         if phase.train_step(ctx, step, completions, adv, valid, row):

@@ -121,6 +121,7 @@ def serve(
                         "extracted_gold": verdict.extracted_gold,
                         "reason": verdict.reason,
                         "elapsed_s": elapsed,
+                        "credit": verdict.credit,
                     }
                 ),
             )

@@ -34,10 +34,12 @@ class Verdict:
     extracted: str | None = None  # what was taken from the response as its final answer
     extracted_gold: str | None = None  # what was taken from the ground truth
     reason: str | None = None  # why, for statuses other than correct/incorrect
+    credit: float = 0.0  # the score of a verdict that is not ``correct``: 0, or gsm8k's
+    #                      ``extra.format_score`` for a well-formed wrong answer
 
     @property
     def score(self) -> float:
-        return 1.0 if self.status == "correct" else 0.0
+        return 1.0 if self.status == "correct" else self.credit
 
     @classmethod
     def judge(cls, ok: bool, extracted: str | None, extracted_gold: str | None) -> Verdict:

@@ -46,13 +46,15 @@ SCORERS: dict[str, ScorerInfo] = {
         ),
         ScorerInfo(
             "gsm8k",
-            "1.3",
+            "1.4",
             "Number after the last '#### ' or else the last number in the response "
             "(commas and $ dropped, no character clip), compared exactly as decimals; "
             "a response that offers more than one distinct final answer ('#### 5 or 6', "
             "'#### 20' then '#### 24') is incorrect (hedged). Think blocks, invisible "
-            "characters and digit groups as for math (extra.think).",
-            ("think",),
+            "characters and digit groups as for math (extra.think). extra.format_score "
+            "(default 0, as verl's gsm8k reward): the score of a wrong answer written after "
+            "'####' (status stays incorrect; reason format_score: ...).",
+            ("think", "format_score"),
         ),
         ScorerInfo(
             "numeric",

@@ -81,11 +81,14 @@ def _gsm8k_hedge(response: str, pred: object) -> str | None:
 def score_gsm8k(response: str, ground_truth: str, params: Mapping[str, Any]) -> Verdict:
     """GSM8K: the number after the last ``####``, else the last number; exact comparison.
     A response that offers more than one distinct final answer (``#### 5 or 6``, ``#### 20``
-    then ``#### 24``, ``... 17, or maybe 18``) is incorrect (``hedged``)."""
+    then ``#### 24``, ``... 17, or maybe 18``) is incorrect (``hedged``). With
+    ``extra.format_score`` a wrong but well-formed answer (a number after ``####``, one
+    committed answer) scores that much; its status stays ``incorrect``."""
     gold_text = _gold_number(prepare(ground_truth))
     gold = to_fraction(gold_text) if gold_text else None
     if gold is None:
         return Verdict("bad_ground_truth", reason="ground truth is not a number")
+    format_score = _format_score(params)
     text = _judged(response, params, gold_text)
     if isinstance(text, Verdict):
         return text
@@ -101,7 +104,21 @@ def score_gsm8k(response: str, ground_truth: str, params: Mapping[str, Any]) -> 
         hedged = _gsm8k_hedge(response, pred)
         if hedged is not None:
             return Verdict("incorrect", clip(pred_text), clip(gold_text), hedged)
-    return Verdict.judge(pred == gold, clip(pred_text), clip(gold_text))
+        return Verdict("correct", clip(pred_text), clip(gold_text))
+    if format_score and marks and _gsm8k_hedge(response, pred) is None:
+        return Verdict("incorrect", clip(pred_text), clip(gold_text),
+                       f"format_score: a wrong answer after '####' earns {format_score:g}",
+                       format_score)
+    return Verdict("incorrect", clip(pred_text), clip(gold_text))
+
+
+def _format_score(params: Mapping[str, Any]) -> float:
+    """``extra.format_score`` (default 0): the score of a well-formed wrong answer, as verl's
+    ``gsm8k.compute_score(..., format_score=)`` pays it; a number in [0, 1)."""
+    value = params.get("format_score", 0.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise ValueError("extra.format_score must be a number in [0, 1)")
+    return float(value)
 
 
 def _tolerance(params: Mapping[str, Any], key: str, default: float) -> float:

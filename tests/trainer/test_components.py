@@ -40,6 +40,7 @@ from trainer_client.model.tiny_model import (
     build_tiny_model,
 )
 from trainer_client.reward_client import ScoreResult
+from trainer_client.step import keep_signal_groups
 from trainer_client.trainer import allowed_token_ids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,6 +119,34 @@ def test_make_train_batch_masks():
     assert b2.input_ids.tolist()[1] == [5, 8, 0, 0] and b2.attention_mask.tolist()[1] == [1, 1, 0, 0]
     with pytest.raises(ValueError):
         make_train_batch(comps, torch.zeros(3), torch.ones(3, dtype=torch.bool), pad_id=0)
+
+
+def test_keep_signal_groups_is_dapo_dynamic_sampling():
+    """Groups of 2: the first two with a reward spread are kept, in order, with their own
+    completions, advantages and validity; none with a spread keeps the first groups (all
+    zero, which train_step skips); the kept batch divides by the world size."""
+    comps = [Completion([1], [g, k], f"{g}.{k}", True) for g in range(4) for k in range(2)]
+    adv = torch.tensor([0.0, 0.0, 1.0, -1.0, 0.0, 0.0, -0.5, 0.5])  # groups 1 and 3 have signal
+    valid = torch.tensor([True] * 7 + [False])
+    row: dict = {}
+    kept, a, v = keep_signal_groups(comps, adv, valid, group_size=2, groups_wanted=2,
+                                         world_size=1, row=row)
+    assert [c.text for c in kept] == ["1.0", "1.1", "3.0", "3.1"]
+    assert a.tolist() == [1.0, -1.0, -0.5, 0.5] and v.tolist() == [True, True, True, False]
+    assert row == {"train/groups_with_signal": 2, "train/groups_trained": 2}
+    kept, a, _ = keep_signal_groups(comps, adv, valid, group_size=2, groups_wanted=1,
+                                         world_size=1, row=row)
+    assert [c.text for c in kept] == ["1.0", "1.1"]
+    kept, _, _ = keep_signal_groups(comps, adv, valid, group_size=2, groups_wanted=2,
+                                         world_size=4, row=row)
+    assert len(kept) == 4  # 2 groups x 2 = 4: divides by 4
+    kept, _, _ = keep_signal_groups(comps, adv, valid, group_size=2, groups_wanted=3,
+                                         world_size=4, row=row)
+    assert len(kept) == 4 and row["train/groups_trained"] == 2  # 3 groups would not divide
+    kept, a, _ = keep_signal_groups(comps, torch.zeros(8), valid, group_size=2,
+                                         groups_wanted=2, world_size=1, row=row)
+    assert [c.text for c in kept] == ["0.0", "0.1", "1.0", "1.1"] and not a.any()
+    assert row["train/groups_trained"] == 0
 
 
 def _fake_ckpt(root: Path, step: int) -> None:

@@ -52,6 +52,30 @@ def test_gsm8k_and_math_loaders():
     assert not {p.id for p in train} & {p.id for p in evals}
 
 
+@pytest.mark.needs_data
+def test_gsm8k_train_split_in_seeded_test_split_out():
+    """The GSM8K demo's split: train on the train file, evaluate on a seeded draw of the test
+    file (the same problems every run, in file order), never a question of one in the other."""
+    settings = DataSettings(format="gsm8k", train_path=str(DATA / "gsm8k_train.jsonl"),
+                            max_gold_steps=2, eval_path=str(DATA / "gsm8k_test.jsonl"),
+                            eval_max_gold_steps=3, eval_size=500)
+    train, evals = load_problems(settings)
+    assert len(train) == 2674 and len(evals) == 500  # <= 2 calculations of 7,473; 500 of 804
+    assert all(p.id.startswith("gsm8k_train-") for p in train)
+    assert all(p.id.startswith("gsm8k_test-") for p in evals)
+    order = [int(p.id.rsplit("-", 1)[1]) for p in evals]
+    assert order == sorted(order) and order != list(range(500))  # drawn, not the first 500
+    assert load_problems(settings)[1] == evals
+    other = load_problems(DataSettings(**{**vars(settings), "seed": 1}))[1]
+    assert other != evals
+    assert not {p.question for p in train} & {p.question for p in evals}
+    test_rows = load_jsonl_problems(DATA / "gsm8k_test.jsonl", "gsm8k")
+    by_id = {p.id: p for p in test_rows}
+    assert all(by_id[p.id] == p for p in evals)
+    with pytest.raises(ValueError, match="eval_size is 900"):
+        load_problems(DataSettings(**{**vars(settings), "eval_size": 900}))
+
+
 def test_jsonl_formats(tmp_path: Path):
     f = tmp_path / "m.jsonl"
     f.write_text('{"problem": "1+1?", "solution": "It is \\\\boxed{2}."}\n\n'

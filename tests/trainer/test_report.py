@@ -58,6 +58,27 @@ def test_paired_eval_of_the_first_and_last_eval_files(tmp_path, capsys):
     assert "exact McNemar" in capsys.readouterr().out
 
 
+def test_answer_forms_separate_stopping_and_marking_from_the_value(tmp_path):
+    """A problem cut at the token limit that ends right after is a lesson in stopping; an
+    unmarked answer that becomes '#### right' one in the marker; '#### wrong' to
+    '#### right' one in the value."""
+    before = [{**_rec(0, False, "no_answer", finished=False), "response": "Let's see, 3 +"},
+              {**_rec(1, False, "incorrect"), "response": "So she has 12 apples."},
+              {**_rec(2, False, "incorrect"), "response": "3 * 4 = 11\n#### 11"},
+              {**_rec(3, True, "correct"), "response": "#### 7"}]
+    after = [{**_rec(0, True, "correct"), "response": "3 + 4 = 7\n#### 7"},
+             {**_rec(1, True, "correct"), "response": "#### 12"},
+             {**_rec(2, True, "correct"), "response": "3 * 4 = 12\n#### 12"},
+             {**_rec(3, False, "no_answer", finished=False), "response": "Let us"}]
+    _write(tmp_path / "eval" / "step_0.jsonl", before)
+    _write(tmp_path / "eval" / "step_9.jsonl", after)
+    p = paired_eval(tmp_path)
+    assert p is not None
+    assert p.forms == {("cut", "#### right"): 1, ("unmarked", "#### right"): 1,
+                       ("#### wrong", "#### right"): 1, ("#### right", "cut"): 1}
+    assert "| unmarked -> #### right | 1 |" in format_paired(p)
+
+
 def test_paired_eval_refuses_different_problems(tmp_path):
     _write(tmp_path / "eval" / "step_0.jsonl", [_rec(0, True, "correct")])
     _write(tmp_path / "eval" / "step_3.jsonl", [_rec(1, True, "correct")])

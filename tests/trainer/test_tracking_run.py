@@ -41,6 +41,9 @@ from trainer_client.tracking.backends import pick_samples, samples_markdown, sca
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "configs" / "tiny-cpu.yaml"
 PROMPTS, N = 8, 8  # 64 completions a step
+ROLLED = 9  # the module's run rolls out 9 groups a step and trains on 8 (dynamic sampling);
+#            6 x 9 < the toy task's 55 problems: no problem twice in a step, so
+#            "<id>#<sample>" names one completion of a step
 HAVE = {name: __import__("importlib.util").util.find_spec(name) is not None
         for name in ("wandb", "mlflow", "sqlalchemy", "alembic")}
 LOGGERS = ["tensorboard"] + (["wandb"] if HAVE["wandb"] else []) + (
@@ -61,7 +64,7 @@ class Run:
 
 def _cfg(url: str) -> Any:
     return load_config(TINY, overrides={
-        "run": {"backend": "local", "prompts_per_step": PROMPTS},
+        "run": {"backend": "local", "prompts_per_step": PROMPTS, "rollout_prompts": ROLLED},
         "reward": {"urls": [url]}, "eval": {"every": 2}, "checkpoint": {"every": 2},
         "log": {"loggers": LOGGERS, "rollouts_every": 1, "text_samples": 3}})
 
@@ -116,14 +119,15 @@ def test_rollout_log_matches_what_the_service_scored_line_by_line(run):
     assert files == [f"step_{s}.jsonl" for s in range(1, 7)]
     for step in range(1, 7):
         lines = _lines(run.out / "rollouts" / f"step_{step}.jsonl")
-        assert len(lines) == PROMPTS * N  # one line per sampled completion
+        assert len(lines) == ROLLED * N  # one line per sampled completion, trained on or not
         keys = [f"{r['id']}#{r['sample']}" for r in lines]
         assert len(set(keys)) == len(keys)  # none twice
         # group after group, samples in order; the prompt on each group's first line
-        assert [r["sample"] for r in lines] == list(range(N)) * PROMPTS
+        assert [r["sample"] for r in lines] == list(range(N)) * ROLLED
         assert all((r["prompt"] is not None) == (r["sample"] == 0) for r in lines)
         assert all(r["prompt"] == r["id"].removeprefix("toy-") + "=" for r in lines
                    if r["prompt"] is not None)
+        assert all((r["question"] is not None) == (r["sample"] == 0) for r in lines)
         scored = {item.id: (item, res) for item, res in run.scored[step]}
         assert set(scored) == set(keys)  # none missing, none extra
         for r in lines:
@@ -139,16 +143,31 @@ def test_rollout_log_matches_what_the_service_scored_line_by_line(run):
 
 
 def test_logged_advantages_are_the_groups_normalised_rewards(run):
+    """Each trained group's lines carry (r - mean) / (std + 1e-4) of the logged rewards; the
+    group that dynamic sampling left out (the first 8 with a reward spread are trained, or
+    the first 8 when none has one) carries ``null``."""
+    rows = {r["step"]: r for r in read_metrics(run.out / "metrics.jsonl")}
+    left_out = 0
     for step in range(1, 7):
         lines = _lines(run.out / "rollouts" / f"step_{step}.jsonl")
-        for g in range(PROMPTS):
-            group = lines[g * N:(g + 1) * N]
-            rs = [r["reward"] for r in group]
+        want = {}
+        for g in range(ROLLED):
+            rs = [r["reward"] for r in lines[g * N:(g + 1) * N]]
             assert all(x is not None for x in rs)  # tiny-cpu: every item scored
             mean = sum(rs) / N
             std = math.sqrt(sum((x - mean) ** 2 for x in rs) / (N - 1))
-            want = [0.0 if std == 0 else (x - mean) / (std + 1e-4) for x in rs]
-            assert [r["advantage"] for r in group] == pytest.approx(want, abs=1e-5)
+            want[g] = [0.0 if std == 0 else (x - mean) / (std + 1e-4) for x in rs]
+        spread = [g for g in range(ROLLED) if any(want[g])]
+        kept = spread[:PROMPTS] or list(range(PROMPTS))
+        assert rows[step]["train/groups_trained"] == len(spread[:PROMPTS])
+        for g in range(ROLLED):
+            got = [r["advantage"] for r in lines[g * N:(g + 1) * N]]
+            if g in kept:
+                assert got == pytest.approx(want[g], abs=1e-5), (step, g)
+            else:
+                assert got == [None] * N, (step, g)
+                left_out += 1
+    assert left_out >= 6  # at least one group a step (9 rolled out, at most 8 trained)
 
 
 def test_metrics_rows_agree_with_the_rollout_log(run):
@@ -340,11 +359,11 @@ def test_report_shows_the_rollout_sections(run, capsys):
 
     assert main([str(run.out)]) == 0
     text = capsys.readouterr().out
-    assert "Rollout log (`rollouts/step_<N>.jsonl`): 6 logged steps, 384 completions" in text
+    assert "Rollout log (`rollouts/step_<N>.jsonl`): 6 logged steps, 432 completions" in text
     for step in range(1, 7):
         lines = _lines(run.out / "rollouts" / f"step_{step}.jsonl")
         c = {s: sum(r["status"] == s for r in lines) for s in ("correct", "incorrect")}
-        assert f"| {step} | 64 | {c['correct']} | {c['incorrect']} |" in text
+        assert f"| {step} | {ROLLED * N} | {c['correct']} | {c['incorrect']} |" in text
     assert "Completions of the first logged step (1)" in text
     assert "Completions of the last logged step (6)" in text
 

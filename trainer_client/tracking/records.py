@@ -4,8 +4,8 @@ samples) and of ``eval/step_<N>.jsonl`` (greedy held-out answers), one format fo
 Fields, in order:
 
 - ``step``; ``id`` (the problem), ``sample`` (index in its group, 0 for eval);
-  ``prompt``: the rendered prompt on the group's first sample, ``null`` on the others (same
-  ``id``: same prompt)
+  ``question`` (the problem's text) and ``prompt`` (as rendered for the model, chat template
+  included) on the group's first sample, ``null`` on the others (same ``id``: same prompt)
 - ``response`` (the completion text), ``tokens`` (completion tokens, EOS included),
   ``finished`` (ended with EOS; ``false``: cut at ``max_new_tokens``)
 - ``reward``: the reward the service's verdict gives (``null`` when it could not score:
@@ -14,7 +14,8 @@ Fields, in order:
 - ``extracted``, ``reason``, ``rule`` (the scoring rule that overrode the plain verdict, read
   from ``reason``: ``hedged``, ``unclosed_think``, ...; else ``null``), ``scorer``,
   ``ground_truth``
-- ``advantage``: what the sample got in the loss (``null``: left out of it, or an eval line)
+- ``advantage``: what the sample got in the loss (``null``: left out of it: an unavailable
+  reward, a group dynamic sampling did not train on, or an eval line)
 - ``clipped``: its texts were cut to keep the step file under ``log.rollouts_max_bytes``
   (``response_chars`` then gives the response's full length)
 """
@@ -28,10 +29,11 @@ from typing import Any
 from trainer_client.integrations._rules import RULES
 from trainer_client.reward_client import ScoreResult, reward_or_none
 
-__all__ = ["TEXT_FIELDS", "fit_to_bytes", "generation_records", "jsonl_text", "rule_of"]
+__all__ = ["TEXT_FIELDS", "advantages_in_loss", "fit_to_bytes", "generation_records",
+           "jsonl_text", "rule_of"]
 
 #: the fields that :func:`fit_to_bytes` may clip
-TEXT_FIELDS = ("prompt", "response")
+TEXT_FIELDS = ("question", "prompt", "response")
 _MARK = "\u2026[{} chars cut]\u2026"
 
 
@@ -62,6 +64,7 @@ def generation_records(step: int, problems: Sequence[Any], completions: Sequence
         reason = None if r is None else r.reason
         out.append({
             "step": step, "id": p.id, "sample": k,
+            "question": p.question if k == 0 else None,
             "prompt": prompts[i // n] if prompts is not None and k == 0 else None,
             "response": c.text, "tokens": len(c.completion_ids), "finished": c.finished,
             "reward": None if r is None else reward_or_none(r), "status": status,
@@ -73,6 +76,23 @@ def generation_records(step: int, problems: Sequence[Any], completions: Sequence
             "advantage": None if advantages is None else advantages[i],
             "clipped": False,
         })
+    return out
+
+
+def advantages_in_loss(rolled: Sequence[Any], trained: Sequence[Any],
+                       advantages: Sequence[float], valid: Sequence[bool]
+                       ) -> list[float | None]:
+    """The advantage each of the ``rolled`` completions got in the loss: ``trained`` are the
+    completions the step trains on (the same objects: all of ``rolled``, or the groups that
+    dynamic sampling kept) with their ``advantages`` and ``valid`` mask; ``None`` for a
+    completion left out (not trained on, or its reward invalid)."""
+    if not len(trained) == len(advantages) == len(valid):
+        raise ValueError("trained, advantages and valid differ in length")
+    at = {id(c): j for j, c in enumerate(trained)}
+    out: list[float | None] = []
+    for c in rolled:
+        j = at.get(id(c))
+        out.append(float(advantages[j]) if j is not None and valid[j] else None)
     return out
 
 

@@ -305,7 +305,7 @@ class WorkerPool:
         p.req.on_workers -= 1
         w.items_done += 1
         w.since = time.monotonic()
-        verdict = Verdict(msg.status, msg.extracted, msg.extracted_gold, msg.reason)
+        verdict = Verdict(msg.status, msg.extracted, msg.extracted_gold, msg.reason, msg.credit)
         self._resolve(p, verdict, msg.elapsed_s)
         if chunk.done == len(chunk.items):
             w.inflight.popleft()
