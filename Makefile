@@ -102,7 +102,7 @@ demo-gsm8k: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## GSM8K train split ->
 	trap 'kill -TERM $$svc 2>/dev/null; wait $$svc 2>/dev/null || true' EXIT INT TERM; \
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} \
 	$(BIN)/grpo-eval --config configs/smollm2-gsm8k-cpu.yaml \
-	    --data ../shared/data/gsm8k_test.jsonl --reward-url http://127.0.0.1:$$port \
+	    --data ../shared/data/gsm8k_test.jsonl --limit 1319 --reward-url http://127.0.0.1:$$port \
 	    --model $$out/base_model --model $$(ls -d $$out/checkpoints/step_*/model | tail -1) \
 	    | tee $$out/full_test_split.txt
 

@@ -139,6 +139,24 @@ def _rows_so_far(path: Path) -> list[dict]:
     return rows
 
 
+def test_dynamic_sampling_trains_only_groups_with_a_spread(reward_url, tmp_path):
+    """``run.rollout_prompts``: 16 prompts rolled out, the step trains on at most 4 groups,
+    each with a reward spread (real service, real tiny model, local backend)."""
+    from trainer_client.trainer import train
+
+    cfg = _local_cfg(reward_url, run={"prompts_per_step": 4, "rollout_prompts": 16,
+                                      "steps": 6}, eval={"every": 0},
+                     checkpoint={"every": 0})
+    train(cfg, output_dir=tmp_path)
+    rows = [r for r in _rows_so_far(tmp_path / "metrics.jsonl") if r["step"] > 0]
+    assert [r["step"] for r in rows] == list(range(1, 7))
+    for r in rows:
+        assert 0 <= r["train/groups_trained"] <= min(4, r["train/groups_with_signal"])
+        assert r["train/groups_with_signal"] <= 16
+    assert sum(r["train/groups_trained"] for r in rows) > 0  # the toy task has spread at once
+    assert all(r["train/skipped"] == 0 for r in rows if r["train/groups_trained"])
+
+
 def test_resume_continues_without_repeating(reward_url, tmp_path):
     from trainer_client.trainer import train
 
