@@ -13,7 +13,7 @@ from typing import Any
 
 from bench import long_set
 from bench import scenarios as sc
-from bench.sections import Context, Row, Section
+from bench.base import Context, Row, Section
 
 LONG, LONG_QUICK = 96, 32  # items in the 8-32 KB set
 FULL32, FULL32_QUICK = 160, 32  # items padded to 31-32 KB

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from bench.sections import Context, Row, Section
+from bench.base import Context, Row, Section
 
 HEADERS = {"content-type": "application/json"}
 TRIVIAL = {"response": "\\boxed{1}", "ground_truth": "1", "scorer": "math_verify"}

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bench.sections import Context, Section
+from bench.base import Context, Section
 from tests.helpers import ROOT, Service, descendants_of, read_jsonl, total_cpu_seconds
 from trainer_client.integrations import _common, verl
 from trainer_client.reward_client import RewardClient, RewardClientSettings, Timeout

@@ -28,9 +28,9 @@ from typing import Any
 import orjson
 
 from bench import scenarios as sc
+from bench.base import Context, Section
 from bench.overhead_bench import HEADERS, TRIVIAL
 from bench.ray_handle import HandleTarget, busy, cpu_per_item, handle_figures, handle_report
-from bench.sections import Context, Section
 from tests.helpers import ROOT, cpu_seconds, descendants_of, free_port, wait_until
 
 APP_DIR = ROOT / "deploy" / "ray"

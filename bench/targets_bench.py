@@ -29,7 +29,7 @@ import random
 from typing import Any
 
 from bench import scenarios as sc
-from bench.sections import Context, Section
+from bench.base import Context, Section
 
 SCORERS = ("math_verify", "math")
 BATCH = 512
