@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from bench import long_bench, overhead_bench, per_sample, profile_bench, ray_bench, targets_bench
 from bench.base import Section
+from bench.peers import SECTION as PEERS
 
 
 def registered() -> list[Section]:
     """Every section, in the order ``python -m bench`` runs them."""
     return [targets_bench.SECTION, per_sample.SECTION, profile_bench.SECTION,
-            long_bench.SECTION, ray_bench.SECTION, overhead_bench.SECTION]
+            long_bench.SECTION, ray_bench.SECTION, overhead_bench.SECTION, PEERS]

@@ -1,0 +1,65 @@
+"""The peers' side-by-side table (Markdown) from the figures ``run`` returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+HEADING = "## Against the peers a user would run instead (issue 40)"
+
+
+def _ms(m: dict[str, float | None]) -> str:
+    if m.get("p50_ms") is None:
+        return ""
+    return f"{m['p50_ms']:.0f} / {m['p99_ms']:.0f}"
+
+
+def _counts(c: dict[str, int] | None) -> str:
+    if c is None:
+        return ""
+    return ", ".join(f"{k} {v}" for k, v in c.items() if v) or "none"
+
+
+def report(r: dict[str, Any]) -> str:
+    lines = [
+        HEADING, "",
+        f"{r['rows']} corpus rows (the first half in file order, the second drawn from the rest "
+        "and shuffled), each peer on its own contract and ours on the same one; each peer's "
+        "pass between two passes of ours (fresh processes each: a fresh service, fresh peer "
+        "processes), so ours ÷ peer has a bracket. Hostile mix: the same rows with "
+        f"{r['hostile_items']} (2%) replaced by `adversarial.jsonl` items, one pass each, cut "
+        f"at {r['cap_s']:.0f} s of wall time; outcome counts over the hostile items "
+        "(verdict: any answer of the scorer; timeout: the scorer's own; error; unanswered: no "
+        "answer by the cap). Target: ours ≥ 5x each peer's items/s, and nothing that hangs or "
+        "kills a peer does either to ours. `make bench-peers` (`python -m bench.peers`).", "",
+        "| peer, contract | peer items/s | ours items/s (before, after) | ours ÷ peer | "
+        "p50 / p99 ms per item, peer | ours | hostile items: peer | ours | clean rows agree |",
+        "|---|---:|---:|---:|---:|---:|---|---|---:|"]
+    notes = []
+    for p in r["peers"]:
+        if not p["ran"]:
+            lines.append(f"| {p['name']}, {p['contract']} | not run: {p['why']} |||||||")
+            continue
+        ag = p["agreement"]
+        met = "✓" if p["met_x"] else "✗"
+        lines.append(
+            f"| {p['name']}, {p['contract']} | {p['items_s']:.0f} | "
+            + " / ".join(f"{x:.0f}" for x in p["ours_items_s_each"])
+            + f" | **{p['x_peer']:.1f}x** [{min(p['x_peer_each']):.1f}-"
+            f"{max(p['x_peer_each']):.1f}] {met} | {_ms(p['peer_ms'])} | {_ms(p['ours_ms'])} | "
+            f"{_counts(p['hostile'])} | {_counts(p['ours_hostile'])} | "
+            f"{ag['agree']}/{ag['compared']} |")
+        right = ag["right_in_listed"]
+        notes.append(
+            f"* **{p['name']}**: installed {p['installed']}; started {p['started']}; "
+            f"configured {p['configured']}; driven by {p['driver']}. Hostile pass: peer "
+            f"{p['hostile_wall_s']:.0f} s, ours {p['ours_hostile_wall_s']:.0f} s; the clean rows "
+            f"of that pass: peer {_counts(p['hostile_clean_rows'])}, ours "
+            f"{_counts(p['ours_hostile_clean_rows'])}"
+            + (f"; {p['hostile_silent_zero']} hostile items answered reward 0.0 with nothing "
+               "extracted (a killed child, a parse failure and a wrong answer look the same)"
+               if p.get("hostile_silent_zero") else "")
+            + f". Hostile target (ours hangs on and loses nothing): "
+            f"{'met' if p['met_hostile'] else 'NOT met'}. Verdicts differ on {ag['differ']} "
+            f"clean rows; of those listed in peers.json, the corpus label sides with ours on "
+            f"{right['ours']} and with the peer on {right['peer']}.")
+    return "\n".join([*lines, "", *notes]) + "\n"
