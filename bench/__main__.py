@@ -26,7 +26,7 @@ Then the sections registered in ``bench/sections.py`` (long responses, Ray Serve
 ``--only long,ray`` runs just those sections (quick partial runs).
 
 Issue 28's targets, each a ratio with its bracket and whether it is met, come last
-(``bench/summary.py``): printed at the end of the run and put in docs/PERFORMANCE.md.
+(``bench/targets/summary.py``): printed at the end of the run and put in docs/PERFORMANCE.md.
 
 Prints a table, writes ``bench/results/perf.json``, ``docs/PERFORMANCE.md`` and
 ``docs/perf_throughput.png``.
@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios as sc
-from bench import summary
 from bench.base import HAND_MARKER, Context, plain_service, warm_rows
 from bench.sections import registered
+from bench.targets import summary
 from tests.helpers import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]

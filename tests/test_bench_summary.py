@@ -1,9 +1,9 @@
-"""``bench/summary.py``: issue 28's targets read from the sections' figures, each with its
+"""``bench/targets/summary.py``: issue 28's targets read from the sections' figures, each with its
 bracket and verdict (no benchmark runs here: hand-made figures)."""
 
 from __future__ import annotations
 
-from bench import summary
+from bench.targets import summary
 
 
 def test_each_target_is_read_with_its_bracket_and_verdict() -> None:
@@ -44,13 +44,13 @@ def test_each_target_is_read_with_its_bracket_and_verdict() -> None:
 
 
 def test_the_relay_floor_app_answers_after_a_round_trip_to_its_echo_process() -> None:
-    """``bench/floor_app.py``'s ``relay`` under uvicorn, as the benches start it: each request
+    """``bench/targets/floor_app.py``'s ``relay`` under uvicorn, as the benches start it: each request
     is answered after its frame went to the echo child and came back; the child lives as the
     server's child and is gone when the server stops."""
     import http.client
 
-    from bench.floor_app import REPLY
-    from bench.per_sample import _floor_server
+    from bench.targets.floor_app import REPLY
+    from bench.targets.per_sample import _floor_server
     from tests.helpers import alive, children_of, wait_until
 
     with _floor_server("relay") as (url, pid):

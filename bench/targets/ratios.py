@@ -18,7 +18,7 @@ On this VM that can be far from 2 x one process (on 2026-12-02: stock 1.28-1.97x
 scorer 1.10-1.96x, moving within minutes), so the ratio against the stock
 pair, and the pair ceiling (ours pair ÷ stock pair), say how much of a ratio is the machine's.
 
-Issue 28's targets are read from here (``bench/summary.py``): the service ÷ the stock pair, run
+Issue 28's targets are read from here (``bench/targets/summary.py``): the service ÷ the stock pair, run
 before and after the service pass (the bracket is the ratio against each), in file order
 (≥ 3.0x) and shuffled (≥ 6.0x); and, around the default profile's file-order pass, the
 service ÷ verl PR #5839's pattern (≥ 6x), also before and after."""

@@ -29,8 +29,8 @@ import orjson
 
 from bench import scenarios as sc
 from bench.base import Context, Section
-from bench.overhead_bench import HEADERS, TRIVIAL
-from bench.ray_handle import HandleTarget, busy, cpu_per_item, handle_figures, handle_report
+from bench.ray_serve.handle import HandleTarget, busy, cpu_per_item, handle_figures, handle_report
+from bench.targets.overhead import HEADERS, TRIVIAL
 from tests.helpers import ROOT, cpu_seconds, descendants_of, free_port, wait_until
 
 APP_DIR = ROOT / "deploy" / "ray"
@@ -89,7 +89,7 @@ PATTERNS = (("client_defaults", {"batch": 4096, "chunk": 512, "in_flight": 4}),
 
 
 def _floor(url: str, n: int = 100, path: str = "/v1/score") -> dict[str, Any]:
-    """A trivial single-item request (``overhead_bench.TRIVIAL``, scored in about 0.1 ms) ``n``
+    """A trivial single-item request (``bench.targets.overhead.TRIVIAL``, scored in about 0.1 ms) ``n``
     times on one keep-alive connection: the fixed cost of one request. ``ms``: the p50 round
     trip; ``cpu_ms``: CPU ms per request by process kind (this process's descendants), which
     says whether that time is work or waiting."""
