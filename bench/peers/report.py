@@ -8,9 +8,10 @@ HEADING = "## Against the peers a user would run instead (issue 40)"
 
 
 def _ms(m: dict[str, float | None]) -> str:
-    if m.get("p50_ms") is None:
+    p50, p99 = m.get("p50_ms"), m.get("p99_ms")
+    if p50 is None or p99 is None:
         return ""
-    return f"{m['p50_ms']:.0f} / {m['p99_ms']:.0f}"
+    return " / ".join(f"{x:.1f}" if x < 10 else f"{x:.0f}" for x in (p50, p99))
 
 
 def _counts(c: dict[str, int] | None) -> str:
@@ -40,7 +41,7 @@ def report(r: dict[str, Any]) -> str:
             lines.append(f"| {p['name']}, {p['contract']} | not run: {p['why']} |||||||")
             continue
         ag = p["agreement"]
-        met = "✓" if p["met_x"] else "✗"
+        met = "✓" if p["met_x"] else "✗"  # the median; the summary says if the whole bracket
         lines.append(
             f"| {p['name']}, {p['contract']} | {p['items_s']:.0f} | "
             + " / ".join(f"{x:.0f}" for x in p["ours_items_s_each"])
