@@ -49,6 +49,7 @@ def test_agreement_lists_each_difference_with_the_side_the_label_takes() -> None
     got = agreement(rows, peer, ours)
     assert (got["compared"], got["agree"], got["differ"]) == (2, 1, 1)  # the timeout: not compared
     assert got["differences"][0]["row"] == 0 and got["differences"][0]["right"] == "ours"
+    assert got["right"] == {"peer": 0, "ours": 1}
     assert peer.counts() == {"verdict": 2, "timeout": 1, "error": 0, "unanswered": 0}
 
 

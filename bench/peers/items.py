@@ -38,6 +38,16 @@ def peer_rows(corpus: Sequence[Row], n: int, seed: int = 0) -> list[Row]:
             for r in head + tail]
 
 
+def boxed_rows(corpus: Sequence[Row], n: int | None = None) -> list[Row]:
+    """The corpus rows whose response holds a ``\\boxed{`` (at most ``n``, in file order):
+    the rows both peers score. Without one, each peer answers 0.0 at once, unparsed
+    (NeMo-Gym's ``_extract_last_boxed_answer``, verifiers' ``extract_boxed_answer(strict=True)``),
+    so a pass over rows without a box measures that shortcut, not scoring."""
+    out = [{"response": r["response"], "gold": r["gold"], "label": bool(r["label"])}
+           for r in corpus if "\\boxed{" in r["response"]]
+    return out[:n] if n is not None else out
+
+
 def hostile_mix(rows: Sequence[Row], hostile: Sequence[Row], seed: int = 1,
                 ) -> tuple[list[Row], list[int]]:
     """``rows`` with ``HOSTILE_SHARE`` of them (at least one) replaced by ``hostile`` items
@@ -106,7 +116,11 @@ def agreement(rows: Sequence[Row], peer: Pass, ours: Pass, limit: int = 40) -> d
             # the two verdicts differ, so exactly one matches a label
             "right": None if label is None else "peer" if p.correct == label else "ours",
             "response_tail": rows[i]["response"][-120:]})
-    right = {k: sum(d["right"] == k for d in listed) for k in ("peer", "ours")}
+    labels = [rows[i].get("label") for i in diffs]  # which side each label takes, over all
+    right = {"peer": sum(lab is not None and peer.answers[i].correct == lab
+                         for i, lab in zip(diffs, labels, strict=True)),
+             "ours": sum(lab is not None and ours.answers[i].correct == lab
+                         for i, lab in zip(diffs, labels, strict=True))}
     return {"compared": len(both), "agree": len(both) - len(diffs), "differ": len(diffs),
             "agree_share": (len(both) - len(diffs)) / len(both) if both else None,
-            "right_in_listed": right, "differences": listed}
+            "right": right, "differences": listed}

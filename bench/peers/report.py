@@ -49,7 +49,7 @@ def report(r: dict[str, Any]) -> str:
             f"{max(p['x_peer_each']):.1f}] {met} | {_ms(p['peer_ms'])} | {_ms(p['ours_ms'])} | "
             f"{_counts(p['hostile'])} | {_counts(p['ours_hostile'])} | "
             f"{ag['agree']}/{ag['compared']} |")
-        right = ag["right_in_listed"]
+        right = ag["right"]
         notes.append(
             f"* **{p['name']}**: installed {p['installed']}; started {p['started']}; "
             f"configured {p['configured']}; driven by {p['driver']}. Hostile pass: peer "
@@ -61,6 +61,21 @@ def report(r: dict[str, Any]) -> str:
                if p.get("hostile_silent_zero") else "")
             + f". Hostile target (ours hangs on and loses nothing): "
             f"{'met' if p['met_hostile'] else 'NOT met'}. Verdicts differ on {ag['differ']} "
-            f"clean rows; of those listed in peers.json, the corpus label sides with ours on "
-            f"{right['ours']} and with the peer on {right['peer']}.")
+            f"clean rows (the first 40 listed in peers.json); the corpus label sides with ours on "
+            f"{right['ours']} of them and with the peer on {right['peer']}.")
+    boxed = ["", f"On the rows both peers score ({r.get('boxed_rows', '?')} corpus rows with a "
+             "`\\boxed{}` in the response; without one each peer answers 0.0 at once, unparsed, "
+             "so most of the rows above cost them nothing), bracketed the same way:", "",
+             "| peer | peer items/s | ours items/s (before, after) | ours ÷ peer | p50 / p99 ms, "
+             "peer | ours | verdicts agree |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for p in r["peers"]:
+        if p["ran"] and "x_peer_boxed_each" in p:
+            ag, xs = p["agreement_boxed"], p["x_peer_boxed_each"]
+            boxed.append(f"| {p['name']} | {p['items_s_boxed']:.0f} | "
+                         + " / ".join(f"{x:.0f}" for x in p["ours_items_s_boxed_each"])
+                         + f" | **{p['x_peer_boxed']:.1f}x** [{min(xs):.1f}-{max(xs):.1f}] | "
+                         f"{_ms(p['peer_boxed_ms'])} | {_ms(p['ours_boxed_ms'])} | "
+                         f"{ag['agree']}/{ag['compared']} |")
+    if len(boxed) > 5:
+        lines += boxed
     return "\n".join([*lines, "", *notes]) + "\n"

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.base import Context
 from bench.peers import nemo_gym_peer, ours, verifiers_peer, verify_driver
-from bench.peers.items import Pass, Row, agreement, hostile_mix, peer_rows
+from bench.peers.items import Pass, Row, agreement, boxed_rows, hostile_mix, peer_rows
 from bench.peers.venvs import peer_venv
 from tests.helpers import read_jsonl
 
@@ -24,8 +24,11 @@ def _lat(p: Pass) -> dict[str, float | None]:
 
 
 def _figures(name: str, contract: str, rows: Sequence[Row], at: Sequence[int],
-             passes: dict[str, Pass], setup: dict[str, str]) -> dict[str, Any]:
+             boxed: Sequence[Row], passes: dict[str, Pass], setup: dict[str, str]) -> dict[str, Any]:
     peer, before, after = passes["peer"], passes["ours_before"], passes["ours_after"]
+    b_peer, b_before, b_after = (passes["peer_boxed"], passes["ours_boxed_before"],
+                                 passes["ours_boxed_after"])
+    boxed_each = [b_before.items_s / b_peer.items_s, b_after.items_s / b_peer.items_s]
     mix, ours_mix = passes["peer_hostile"], passes["ours_hostile"]
     clean_at = sorted(set(range(len(rows))) - set(at))
     each = [before.items_s / peer.items_s, after.items_s / peer.items_s]
@@ -46,6 +49,12 @@ def _figures(name: str, contract: str, rows: Sequence[Row], at: Sequence[int],
         "agreement": agreement(rows, peer, before),
         "target_x": TARGET_X, "met_x": statistics.median(each) >= TARGET_X,
         "met_x_whole_bracket": min(each) >= TARGET_X,
+        # the rows both score (a \\boxed{} in the response), bracketed the same way
+        "boxed_rows": len(boxed), "items_s_boxed": b_peer.items_s,
+        "ours_items_s_boxed_each": [b_before.items_s, b_after.items_s],
+        "x_peer_boxed": statistics.median(boxed_each), "x_peer_boxed_each": boxed_each,
+        "peer_boxed_ms": _lat(b_peer), "ours_boxed_ms": _lat(b_before),
+        "agreement_boxed": agreement(boxed, b_peer, b_before),
         # nothing that hangs or kills a peer may do either to ours: every item of our mix
         # pass answered (no item left without an answer, no clean row failed by a hostile one)
         "met_hostile": ours_hostile["unanswered"] == 0
@@ -55,11 +64,13 @@ def _figures(name: str, contract: str, rows: Sequence[Row], at: Sequence[int],
 
 def _bracketed(log: Callable[[str], None], name: str, ours_pass: Callable[[Sequence[Row]], Pass],
                peer_pass: Callable[[Sequence[Row]], Pass], rows: Sequence[Row],
-               mix: Sequence[Row]) -> dict[str, Pass]:
+               mix: Sequence[Row], boxed: Sequence[Row]) -> dict[str, Pass]:
     out: dict[str, Pass] = {}
     for key, fn, subset in (("ours_before", ours_pass, rows), ("peer", peer_pass, rows),
                             ("ours_after", ours_pass, rows), ("peer_hostile", peer_pass, mix),
-                            ("ours_hostile", ours_pass, mix)):
+                            ("ours_hostile", ours_pass, mix),
+                            ("ours_boxed_before", ours_pass, boxed), ("peer_boxed", peer_pass, boxed),
+                            ("ours_boxed_after", ours_pass, boxed)):
         log(f"peers: {name}, {key} ({len(subset)} rows) ...")
         out[key] = fn(subset)
         log(f"peers: {name}, {key}: {out[key].items_s:.0f} items/s, {out[key].counts()}")
@@ -78,7 +89,7 @@ VF_CONTRACT = "one async scoring call per rollout"
 
 
 def run_nemo_gym(ctx: Context, rows: Sequence[Row], mix: Sequence[Row], at: Sequence[int],
-                 cap_s: float) -> dict[str, Any]:
+                 boxed: Sequence[Row], cap_s: float) -> dict[str, Any]:
     venv = peer_venv("nemo-gym")
     if venv.why:
         return _not_run(NEMO, NEMO_CONTRACT, venv.why)
@@ -89,7 +100,7 @@ def run_nemo_gym(ctx: Context, rows: Sequence[Row], mix: Sequence[Row], at: Sequ
             return verify_driver.drive(server.url, subset, nemo_gym_peer.classify, cap_s)
 
     passes = _bracketed(ctx.log, "NeMo-Gym", lambda s: ours.verify_pass(s, ctx.warm_rows, cap_s),
-                        peer_pass, rows, mix)
+                        peer_pass, rows, mix, boxed)
     setup = {"installed": "nemo-gym==0.7.0 (pip --ignore-requires-python, pyenv Python 3.13.0) "
                           "and math-verify==0.8.0 (its server's requirements.txt) in their own venv",
              "started": "resources_servers/math_with_judge/app.py as ng_run starts a child: "
@@ -101,18 +112,18 @@ def run_nemo_gym(ctx: Context, rows: Sequence[Row], mix: Sequence[Row], at: Sequ
              "driver": "aiohttp, keep-alive, limit_per_host 1024 (NeMo-Gym's default), every "
                        "item dispatched at once (num_samples_in_parallel: None, its default); "
                        "ours: the same driver and bodies on our POST /verify"}
-    return _figures(NEMO, NEMO_CONTRACT, rows, at, passes, setup)
+    return _figures(NEMO, NEMO_CONTRACT, rows, at, boxed, passes, setup)
 
 
 def run_verifiers(ctx: Context, rows: Sequence[Row], mix: Sequence[Row], at: Sequence[int],
-                  cap_s: float) -> dict[str, Any]:
+                  boxed: Sequence[Row], cap_s: float) -> dict[str, Any]:
     venv = peer_venv("verifiers")
     if venv.why:
         return _not_run(VF, VF_CONTRACT, venv.why)
     procs = os.cpu_count() or 1
     passes = _bracketed(
         ctx.log, "verifiers", lambda s: ours.client_pass(s, ctx.warm_rows, cap_s),
-        lambda s: verifiers_peer.race(venv, s, ctx.warm_rows, procs, cap_s), rows, mix)
+        lambda s: verifiers_peer.race(venv, s, ctx.warm_rows, procs, cap_s), rows, mix, boxed)
     setup = {"installed": "verifiers==0.4.0 in its own venv (pyenv Python 3.11.7)",
              "started": f"{procs} fresh processes (one per core), each warmed with the 675 "
                         "warm-up rows, then started together on its share of the rows",
@@ -122,15 +133,17 @@ def run_verifiers(ctx: Context, rows: Sequence[Row], mix: Sequence[Row], at: Seq
                            "(timeout_seconds=5), called in each process's main thread",
              "driver": "ours: AsyncRewardClient defaults, one score([item]) per row, all "
                        "awaited together (coalesced into shared requests)"}
-    return _figures(VF, VF_CONTRACT, rows, at, passes, setup)
+    return _figures(VF, VF_CONTRACT, rows, at, boxed, passes, setup)
 
 
 def run(ctx: Context, n: int | None = None, cap_s: float | None = None) -> dict[str, Any]:
     """Both peers on ``n`` rows (default 2,000, ``--quick`` 200), each pass cut at ``cap_s``."""
     n = n or (QUICK_ROWS if ctx.quick else ROWS)
     cap_s = cap_s or (QUICK_CAP_S if ctx.quick else CAP_S)
-    rows = peer_rows(read_jsonl("corpus.jsonl"), n)
+    corpus = read_jsonl("corpus.jsonl")
+    rows = peer_rows(corpus, n)
     mix, at = hostile_mix(rows, read_jsonl("adversarial.jsonl"))
-    return {"rows": n, "cap_s": cap_s, "hostile_items": len(at),
-            "peers": [run_nemo_gym(ctx, rows, mix, at, cap_s),
-                      run_verifiers(ctx, rows, mix, at, cap_s)]}
+    boxed = boxed_rows(corpus, max(2, n // 2) if n < ROWS else None)
+    return {"rows": n, "cap_s": cap_s, "hostile_items": len(at), "boxed_rows": len(boxed),
+            "peers": [run_nemo_gym(ctx, rows, mix, at, boxed, cap_s),
+                      run_verifiers(ctx, rows, mix, at, boxed, cap_s)]}

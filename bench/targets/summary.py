@@ -157,9 +157,19 @@ def _ray(r: dict[str, Any]) -> list[Target]:
 def _peers(r: dict[str, Any]) -> list[Target]:
     """Issue 40: ours ≥ 5x each peer's items/s on the peer's own contract (the hostile-mix
     target is in the peers' own table: it is counts, not a ratio)."""
-    return [Target(f"ours ÷ {p['name']} ({p['contract']}), items/s", True, 5.0, p["x_peer_each"],
-                   f"{r['rows']} rows; the peer's pass between two of ours, fresh processes")
-            for p in r["peers"] if p["ran"]]
+    out = []
+    for p in r["peers"]:
+        if not p["ran"]:
+            continue
+        out.append(Target(f"ours ÷ {p['name']} ({p['contract']}), items/s", True, 5.0,
+                          p["x_peer_each"], f"{r['rows']} rows; the peer's pass between two of "
+                          "ours, fresh processes"))
+        if "x_peer_boxed_each" in p:
+            out.append(Target(f"ours ÷ {p['name']} on the rows it scores (a `\\boxed{{}}`), "
+                              "items/s", True, 5.0, p["x_peer_boxed_each"],
+                              f"{p['boxed_rows']} corpus rows with a box (without one the peer "
+                              "answers 0 unparsed); bracketed the same way"))
+    return out
 
 
 def targets(res: dict[str, Any]) -> list[Target]:
