@@ -51,7 +51,8 @@ def report(r: dict[str, Any]) -> str:
             f"{ag['agree']}/{ag['compared']} |")
         right = ag["right"]
         notes.append(
-            f"* **{p['name']}**: installed {p['installed']}; started {p['started']}; "
+            f"* **{p['name']}**: items/s = {p.get('rate', 'items ÷ wall time of the pass')}; "
+            f"installed {p['installed']}; started {p['started']}; "
             f"configured {p['configured']}; driven by {p['driver']}. Hostile pass: peer "
             f"{p['hostile_wall_s']:.0f} s, ours {p['ours_hostile_wall_s']:.0f} s; the clean rows "
             f"of that pass: peer {_counts(p['hostile_clean_rows'])}, ours "
