@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: serve test lint bench soak demo demo-real demo-gsm8k clean frameworks
+.PHONY: serve test lint bench bench-peers peers soak demo demo-real demo-gsm8k clean frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,8 +54,30 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check reward_service trainer_client tests bench examples
 	$(BIN)/mypy reward_service trainer_client
 
-bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl
-	$(BIN)/python -m bench
+bench: $(VENV)/.dev  ## service vs in-process math-verify on corpus.jsonl (peers too, where `make peers` built them)
+	REWARD_PEERS_DIR=$(abspath $(PEERS)) $(BIN)/python -m bench
+
+# The peers of bench/peers, each from its released package in a venv of its own (never the
+# project's): nemo-gym 0.7.0 asks for Python >= 3.13.14, pyenv's 3.13 installs it with
+# --ignore-requires-python (~1.4 GB, ~1 min), plus the math-verify==0.8.0 its math server's
+# requirements.txt pins; verifiers 0.4.0 (~0.6 GB). Not built by `make test` (its test of the
+# peers bench is skipped, saying why, where they are missing).
+PEERS ?= $(VENV)/peers
+PY313 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python) python3.13)
+$(PEERS)/nemo-gym/.installed:
+	rm -rf $(PEERS)/nemo-gym
+	$(PY313) -m venv $(PEERS)/nemo-gym
+	$(PEERS)/nemo-gym/bin/pip install -q --ignore-requires-python nemo-gym==0.7.0 math-verify==0.8.0
+	touch $@
+$(PEERS)/verifiers/.installed:
+	rm -rf $(PEERS)/verifiers
+	$(PYTHON) -m venv $(PEERS)/verifiers
+	$(PEERS)/verifiers/bin/pip install -q verifiers==0.4.0
+	touch $@
+peers: $(PEERS)/nemo-gym/.installed $(PEERS)/verifiers/.installed
+
+bench-peers: $(VENV)/.dev peers  ## ours vs NeMo-Gym's math server and verifiers → bench/results/peers.json
+	REWARD_PEERS_DIR=$(abspath $(PEERS)) $(BIN)/python -m bench.peers
 
 soak: $(VENV)/.dev  ## reliability suite with 5-minute load phases → docs/RELIABILITY.md
 	mkdir -p bench/results

@@ -26,7 +26,7 @@ Then the sections registered in ``bench/sections.py`` (long responses, Ray Serve
 ``--only long,ray`` runs just those sections (quick partial runs).
 
 Issue 28's targets, each a ratio with its bracket and whether it is met, come last
-(``bench/summary.py``): printed at the end of the run and put in docs/PERFORMANCE.md.
+(``bench/targets/summary.py``): printed at the end of the run and put in docs/PERFORMANCE.md.
 
 Prints a table, writes ``bench/results/perf.json``, ``docs/PERFORMANCE.md`` and
 ``docs/perf_throughput.png``.
@@ -44,22 +44,17 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios as sc
-from bench import summary
-from bench.sections import Context, registered
-from tests.helpers import Service, read_jsonl
+from bench.base import HAND_MARKER, Context, plain_service, warm_rows
+from bench.sections import registered
+from bench.targets import summary
+from tests.helpers import read_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 DOCS = ROOT / "docs"
 
 
-def _svc(workers: int) -> Service:
-    """A service to start with ``with``: verdict cache off, large batches allowed."""
-    return Service(REWARD_WORKERS=workers, REWARD_SPARES=1, REWARD_CACHE_ITEMS=0,
-                   REWARD_MAX_ITEMS=16384, REWARD_LOG_LEVEL="warning")
-
-
-HAND_MARKER = "<!-- sections below are maintained by hand; make bench keeps them -->"
+_svc = plain_service
 
 
 def main() -> int:
@@ -82,10 +77,8 @@ def main() -> int:
                            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
 
-    warm_rows = [{"response": r["solution"][0] if isinstance(r["solution"], list) else
-                  r["solution"], "gold": r["final_answer"][0].strip("$")}
-                 for r in read_jsonl("qwen25math_olympiadbench_test.jsonl")]
-    ctx = Context(rows=rows, warm_rows=warm_rows, quick=args.quick, log=log, service=_svc)
+    warm = warm_rows(read_jsonl)
+    ctx = Context(rows=rows, warm_rows=warm, quick=args.quick, log=log, service=_svc)
     only = [x for x in sections if x.name in args.only.split(",")]
     if args.only:
         if len(only) != len(args.only.split(",")):
@@ -100,10 +93,10 @@ def main() -> int:
         return 0
 
     def baselines() -> dict[str, float]:
-        on = sc.in_process(rows, True, warm_rows)
-        off = sc.in_process(rows, False, warm_rows)
-        on_sh = sc.in_process(shuffled, True, warm_rows)
-        off_sh = sc.in_process(shuffled, False, warm_rows)
+        on = sc.in_process(rows, True, warm)
+        off = sc.in_process(rows, False, warm)
+        on_sh = sc.in_process(shuffled, True, warm)
+        off_sh = sc.in_process(shuffled, False, warm)
         verdicts.append(on["verdicts"])
         return {"timeouts_on_items_s": on["items_s"], "timeouts_off_items_s": off["items_s"],
                 "shuffled_on_items_s": on_sh["items_s"], "shuffled_off_items_s": off_sh["items_s"]}
@@ -121,13 +114,13 @@ def main() -> int:
     def fresh(workers: int, subset: list[dict[str, Any]], batch: int,
               timeout_s: float | None = None, **client: int) -> dict[str, Any]:
         with _svc(workers) as svc:
-            sc.service_throughput(svc, warm_rows, 512, timeout_s=10.0)
+            sc.service_throughput(svc, warm, 512, timeout_s=10.0)
             return sc.service_throughput(svc, subset, batch, timeout_s=timeout_s, **client)
 
     def adjacent_limit(subset: list[dict[str, Any]]) -> float:
         """2 x stock in-process (timeouts off, the faster in every run) measured right before
         a service pass: this VM's speed drifts by up to 20% within a run."""
-        return 2 * sc.in_process(subset, False, warm_rows)["items_s"]
+        return 2 * sc.in_process(subset, False, warm)["items_s"]
 
     res["service"] = {}
     mismatches = 0
@@ -169,7 +162,7 @@ def main() -> int:
                           "bound_s": bound, "within_bound": adv["seconds"] <= bound,
                           "statuses": adv["statuses"]}
     with _svc(2) as svc:
-        sc.service_throughput(svc, warm_rows, 512, timeout_s=10.0)
+        sc.service_throughput(svc, warm, 512, timeout_s=10.0)
         res["latency"] = sc.latency(svc, small, 300)
     with _svc(2) as svc:
         rss0 = sc.worker_rss_mb(svc)

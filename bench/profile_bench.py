@@ -12,7 +12,7 @@ import multiprocessing as mp
 from collections.abc import Sequence
 from typing import Any
 
-from bench.sections import Context, Row, Section
+from bench.base import Context, Row, Section
 
 # phase -> predicate on cProfile's (file, line, function) key
 _PHASES: list[tuple[str, Any]] = [

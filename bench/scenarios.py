@@ -174,7 +174,7 @@ def service_throughput(
     ``chunk`` a call is split into requests of ``chunk`` items, ``in_flight`` at a time.
     ``scorer``: ``math_verify`` (the stock library's verdicts) or ``math`` (the default).
     A ``svc`` with a ``client(**options)`` method gives its own client (a Ray Serve handle
-    client: ``bench/ray_bench.py``), built with the same options; else ``RewardClient`` on
+    client: ``bench/ray_serve/section.py``), built with the same options; else ``RewardClient`` on
     ``svc.url``."""
     items = _items(rows, scorer)
     options = {"chunk_size": chunk or batch, "max_concurrency": in_flight,

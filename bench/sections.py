@@ -1,59 +1,29 @@
-"""Benchmark sections beyond the core throughput table: one module each, registered here.
+"""The registry of benchmark sections beyond the core throughput table, in the order
+``python -m bench`` runs them.
 
-A section is a name, a ``run(ctx) -> dict`` (figures, saved under ``perf.json[name]``) and a
-``report(figures) -> str`` (Markdown appended to docs/PERFORMANCE.md). ``python -m bench``
-runs the core passes and then every section; ``python -m bench --only long,ray`` runs just
-those (and writes ``bench/results/<name>.json`` instead of the doc). To add one, write a
-module with a ``SECTION`` and add it to :func:`registered`.
+A section (``bench/base.Section``) is a name, a ``run(ctx) -> dict`` (figures, saved under
+``perf.json[name]``) and a ``report(figures) -> str`` (Markdown appended to
+docs/PERFORMANCE.md). ``python -m bench`` runs the core passes and then every section;
+``python -m bench --only long,ray`` runs just those (and writes ``bench/results/<name>.json``
+instead of the doc). To add one, write a module with a ``SECTION`` and list it here. Sections
+import ``bench.base``, never this module, so the registry has no import cycle.
+
+Rooms: ``bench/targets`` (the ratios the issues target, their floors and the summary table),
+``bench/peers`` (the servers a user would run instead), ``bench/long``, ``bench/ray_serve``;
+``bench/correctness`` writes docs/CORRECTNESS.md on its own.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-from tests.helpers import Service
-
-Row = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Context:
-    """What a section gets: the corpus rows of this run, the warm-up rows every fresh service
-    and interpreter sees first, whether this is a ``--quick`` run, and a logger."""
-
-    rows: Sequence[Row]
-    warm_rows: Sequence[Row]
-    quick: bool
-    log: Callable[[str], None]
-    service: Callable[..., Service]  # a fresh plain service: service(workers, **env)
-
-
-@dataclass(frozen=True)
-class Section:
-    name: str
-    run: Callable[[Context], dict[str, Any]]
-    report: Callable[[dict[str, Any]], str]
-
-
-def median_ratio(pairs: Sequence[tuple[float, float]]) -> float:
-    """Median of a/b over bracketed measurements (this VM's speed drifts within minutes)."""
-    return statistics.median(a / b for a, b in pairs)
+from bench import profile_bench
+from bench.base import Section
+from bench.long import section as long
+from bench.peers import SECTION as PEERS
+from bench.ray_serve import section as ray
+from bench.targets import overhead, per_sample, ratios
 
 
 def registered() -> list[Section]:
-    """Every section, in the order ``python -m bench`` runs them (imported here, lazily: a
-    section module imports this one)."""
-    from bench import (
-        long_bench,
-        overhead_bench,
-        per_sample,
-        profile_bench,
-        ray_bench,
-        targets_bench,
-    )
-
-    return [targets_bench.SECTION, per_sample.SECTION, profile_bench.SECTION,
-            long_bench.SECTION, ray_bench.SECTION, overhead_bench.SECTION]
+    """Every section, in the order ``python -m bench`` runs them."""
+    return [ratios.SECTION, per_sample.SECTION, profile_bench.SECTION, long.SECTION,
+            ray.SECTION, overhead.SECTION, PEERS]

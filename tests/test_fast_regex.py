@@ -13,7 +13,7 @@ import math_verify.parser as mv_parser
 import pytest
 from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
-from bench import long_set
+from bench.long import rows as long_set
 from reward_service.scorers.patches import fast_regex
 from tests.helpers import ROOT, read_jsonl
 

@@ -72,7 +72,7 @@ def _zygotes_under(pids: set[int]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def reward_app() -> Iterator[object]:
-    from bench.ray_bench import import_reward_app
+    from bench.ray_serve.section import import_reward_app
 
     yield import_reward_app()
 
@@ -145,7 +145,7 @@ class Deployed:
 def deployed(reward_app: object) -> Iterator[Deployed]:
     """Started once for the tests that need real replicas; on teardown, the replicas' lifespan
     shutdown must take every zygote and replica down."""
-    from bench.ray_bench import local_serve
+    from bench.ray_serve.section import local_serve
 
     app_name = f"reward-test-{os.getpid()}"
     taken = socket.socket()  # a port another process holds when Serve's proxy comes to bind it

@@ -22,7 +22,7 @@ import math_verify.parser as mv_parser
 import pytest
 from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
-from bench import long_set
+from bench.long import rows as long_set
 from reward_service.scorers.patches import fast_regex, install_patches, regex_tree, tail_scan
 from tests.helpers import read_jsonl
 from tests.test_fast_regex import _texts

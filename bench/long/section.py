@@ -1,4 +1,4 @@
-"""Long reasoning responses (``bench/long_set.py``): items/s and MB/s in-process and through
+"""Long reasoning responses (``bench/long/rows.py``): items/s and MB/s in-process and through
 the service, the per-KB cost of extraction, and what a 32 KB response costs next to the
 short original of the same row."""
 
@@ -11,9 +11,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench import long_set
 from bench import scenarios as sc
-from bench.sections import Context, Row, Section
+from bench.base import Context, Row, Section
+from bench.long import rows as long_set
 
 LONG, LONG_QUICK = 96, 32  # items in the 8-32 KB set
 FULL32, FULL32_QUICK = 160, 32  # items padded to 31-32 KB
@@ -133,7 +133,7 @@ def report(r: dict[str, Any]) -> str:
     return f"""## Long responses
 
 {r['items']} responses of {r['kb_min']:.1f}-{r['kb_max']:.1f} KB (mean {r['kb_mean']:.1f} KB,
-{r['mb']:.2f} MB) built by `bench/long_set.py` (seed 0) from corpus rows: reasoning padding
+{r['mb']:.2f} MB) built by `bench/long/rows.py` (seed 0) from corpus rows: reasoning padding
 before the row's own solution; kept only where stock math-verify gives the long response the
 verdict it gives the original ({r['items']} of {r['built']} kept). Stock in-process (1 core,
 timeouts off, fresh interpreter) before/after the service pass: {ip['before']:.1f} /

@@ -1,4 +1,4 @@
-"""The Ray bench's handle-client passes (``bench/ray_bench.py``): the Serve app called through
+"""The Ray bench's handle-client passes (``bench/ray_serve/section.py``): the Serve app called through
 its deployment handle with ``RayRewardClient`` (no HTTP proxy), and its figures against the plain
 service's passes before and after: issue 28's target, CPU per item ≥ 0.85x the plain service's.
 """

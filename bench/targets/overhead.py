@@ -11,7 +11,7 @@ middleware). Also timed: ``GET /healthz`` on the same connection (the HTTP floor
 worker) and a trivial item (``\\boxed{1}`` against ``1``) next to the corpus rows; and, before
 and after, the same client's round trip of the trivial body to bare uvicorn (issue 28: the
 service's single-item round trip ≤ 2.0x bare uvicorn's) and to the same app relaying each
-request to an echo process (``bench/floor_app.py``'s ``relay``): with the worker's scoring
+request to an echo process (``bench/targets/floor_app.py``'s ``relay``): with the worker's scoring
 time added, the floor of any server whose scorer runs in another process.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from bench.sections import Context, Row, Section
+from bench.base import Context, Row, Section
 
 HEADERS = {"content-type": "application/json"}
 TRIVIAL = {"response": "\\boxed{1}", "ground_truth": "1", "scorer": "math_verify"}
@@ -81,11 +81,11 @@ def _pass(conn: http.client.HTTPConnection, items: Sequence[dict[str, Any]]) -> 
 
 def bare_round_trip_ms(n: int, app: str = "app") -> dict[str, float]:
     """The same client's round trip of the trivial single-item body to bare uvicorn (the
-    zero-cost app of ``bench/floor_app.py``: httptools, uvloop, a fixed reply), ``n`` times on
+    zero-cost app of ``bench/targets/floor_app.py``: httptools, uvloop, a fixed reply), ``n`` times on
     one keep-alive connection: the baseline of issue 28's round-trip target. With ``app``
     ``"relay"``: the same app after a round trip to an echo process, the floor of any server
     that scores out of its own process."""
-    from bench.per_sample import _floor_server
+    from bench.targets.per_sample import _floor_server
 
     body = orjson.dumps({"items": [TRIVIAL]})
     with _floor_server(app) as (url, _):
@@ -157,7 +157,7 @@ is subtracted from the round trip. Target: p50 overhead <= {r['target_p50_ms']} 
                      f"{t['p50']:.2f} | {t['p90']:.2f} | {t['p99']:.2f} |")
     if "bare_round_trip_ms" in r:
         b, x = [v["p50"] for v in r["bare_round_trip_ms"]], r["round_trip_x_bare"]
-        lines.append(f"\nBare uvicorn (`bench/floor_app.py`), the same client and trivial body: "
+        lines.append(f"\nBare uvicorn (`bench/targets/floor_app.py`), the same client and trivial body: "
                      f"round trip p50 {b[0]:.2f} ms before the service's passes, {b[1]:.2f} ms "
                      f"after; the service's trivial round trip ÷ it: {x[0]:.2f}x, {x[1]:.2f}x "
                      f"(issue 28's target ≤ 2.0x).")

@@ -1,5 +1,5 @@
 """Per-sample callers against batched ones, in one run (a ``make bench`` section; alone:
-``python -m bench --only per_sample``, or ``python -m bench.per_sample [--rows N]``, which
+``python -m bench --only per_sample``, or ``python -m bench.targets.per_sample [--rows N]``, which
 prints JSON).
 
 Each pass gets a freshly started service (2 workers, verdict cache off, warmed like the others
@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from bench.sections import Context, Section
+from bench.base import Context, Section
 from tests.helpers import ROOT, Service, descendants_of, read_jsonl, total_cpu_seconds
 from trainer_client.integrations import _common, verl
 from trainer_client.reward_client import RewardClient, RewardClientSettings, Timeout
@@ -186,13 +186,13 @@ def run_passes(rows: list[dict[str, Any]], warm: list[dict[str, str]]) -> dict[s
 
 @contextlib.contextmanager
 def _floor_server(app: str = "app") -> Iterator[tuple[str, int]]:
-    """uvicorn serving ``bench/floor_app.py``'s ``app`` (the zero-cost app) or ``relay`` (its
+    """uvicorn serving ``bench/targets/floor_app.py``'s ``app`` (the zero-cost app) or ``relay`` (its
     round trip to an echo process) on a free loopback port: (url, pid)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", f"bench.floor_app:{app}", "--host", "127.0.0.1",
+        [sys.executable, "-m", "uvicorn", f"bench.targets.floor_app:{app}", "--host", "127.0.0.1",
          "--port", str(port), "--loop", "uvloop", "--http", "httptools", "--log-level",
          "warning", "--no-access-log"], cwd=ROOT)
     try:
@@ -246,7 +246,7 @@ def floor(rows: list[dict[str, Any]], measured: dict[str, Any]) -> dict[str, Any
 
 
 def run(ctx: Context) -> dict[str, Any]:
-    ctx.log("per-sample callers vs batched (bench/per_sample.py) ...")
+    ctx.log("per-sample callers vs batched (bench/targets/per_sample.py) ...")
     rows = list(ctx.rows[:300] if ctx.quick else ctx.rows)
     # the lean pattern's zero-cost floor before the passes too: issue 28's server CPU per
     # request is a ratio to it, bracketed by the floor before and after; beside it each time
@@ -303,7 +303,7 @@ server process, the workers.
                      f"{f'≥ {target:.1f}' if target else ''} | {split(name)} |")
     fl = r.get("floor")
     if fl:
-        lines += ["", "The raw patterns against a zero-cost app (`bench/floor_app.py`: uvicorn "
+        lines += ["", "The raw patterns against a zero-cost app (`bench/targets/floor_app.py`: uvicorn "
                   "with httptools and uvloop, a fixed reply), CPU ms per request; the ceiling "
                   "is what this machine's cores allow any service once the workers' CPU per "
                   "item (batched pass) is added, as the callers share the cores here:", "",

@@ -1,103 +1,11 @@
-"""Scoring correctness figures, and ``docs/CORRECTNESS.md``.
-
-    $ python -m bench.correctness                # prints the figures, rewrites docs/CORRECTNESS.md
-    $ python -m bench.correctness --no-write     # prints only
-
-In-process, one core: every row of ``../shared/data/corpus.jsonl`` through the ``math_verify``
-and ``math`` profiles (and ``gsm8k`` on the GSM8K rows), agreement with the corpus labels,
-every disagreement with a hand-written judgement (``JUDGEMENTS`` below: a new disagreement
-has none and is flagged), the rows where the two math profiles differ, the speed of each
-profile, Math-Verify's own test cases (``tests/golden/math_verify_cases*.jsonl``) right per
-profile against stock math-verify with every case either profile judges differently from the
-library's expectation, and the generated hedge corpus (``tests/golden/hedge_corpus.py``) per
-fold. The service-level checks of the same figures are ``tests/test_golden.py``,
-``tests/test_hedges.py`` and ``tests/test_corpus_agreement.py``.
-"""
+"""docs/CORRECTNESS.md's text: the decisions written beside the figures, the round-2 cost
+note, and the page rendered from the figures ``bench/correctness/__main__.py`` computes."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-import time
-from pathlib import Path
-
-from math_verify import parse, verify
-
-from bench import correctness_r2
-from reward_service.scorers import rule_of
-from reward_service.scorers.impl import build_scorers
-from reward_service.scorers.math_verify_scorer import boxed_gold
-from reward_service.scorers.patches import install_patches
+from bench.correctness import r2 as correctness_r2
+from bench.correctness.judgements import JUDGEMENTS, MV_JUDGEMENTS, PROFILES
 from reward_service.scorers.registry import SCORERS
-from tests.golden.hedge_corpus import generate as hedge_corpus
-from tests.helpers import DATA
-
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = DATA / "corpus.jsonl"
-MV_CASES = ROOT / "tests" / "golden" / "math_verify_cases.jsonl"
-MV_OTHERS = ROOT / "tests" / "golden" / "math_verify_cases_other_settings.jsonl"
-GOLDEN = ROOT / "tests" / "golden" / "cases.jsonl"
-DOC = ROOT / "docs" / "CORRECTNESS.md"
-PROFILES = ("math_verify", "math")
-
-# Row index in corpus.jsonl → (gold as a check that the row is the one judged, judgement).
-JUDGEMENTS: dict[int, tuple[str, str]] = {
-    5859: (
-        "10{,}000",
-        "Label error, both profiles right. The response's final answer is \\boxed{10000} and "
-        "the gold is 10{,}000 (LaTeX thousands separator): the same number. The corpus "
-        "labels come from automatic matching that compared strings.",
-    ),
-}
-
-
-# Math-Verify cases a profile judges differently from the library's test expectation:
-# (gold, start of pred, expected) → judgement (the first two columns identify the case).
-MV_JUDGEMENTS: dict[tuple[str, str, bool], str] = {
-    ("1,22", "1.22", True): (
-        "Keep. Gold ambiguity: wrapped in \\boxed{} (as verl and both profiles do) `1,22` is the "
-        "set {1, 22}; the library's test reads it as the decimal-comma number 1.22, which "
-        "raw `parse` does. MATH golds like `1,2` are lists, so we keep the list reading; a "
-        "decimal-comma gold must be written `1.22` (or `1{,}22`)."
-    ),
-    ("$9$", "Answer $ \n 9 \n $", False): (
-        "Keep. Their test expects no extraction because their config has no expression "
-        "extractor; with default extraction the answer 9 is found, and 9 is right: paying a "
-        "right answer is what a reward must do."
-    ),
-    ("$9$", "Answer \\( \n 9 \n \\)", False): "Keep, as above.",
-    ("$1 - \\frac{1}{\\mathrm{e}}$", "$1 + \\frac{1}{\\mathrm{e}}$", True): (
-        "Keep. The expected verdict is itself a false positive (1 - 1/e is not 1 + 1/e): raw "
-        "`parse` fails on both and keeps only the `1`, so the library calls them equal. "
-        "Boxed, the gold does not parse and nothing matches, which is the right outcome."
-    ),
-    ("$(\\begin{pmatrix}\\frac{1}{3}\\\\ \\frac{1}{5} \\end{pmatrix})$", "$\\begin{pmatrix}0.33", True): (
-        "Keep. Their test passes precision=2; at the default (6 places) 0.33 is not 1/3, "
-        "and the `math` profile's exactness rule needs a decimal to carry >= 3 significant "
-        "digits. A reward for exact answers must not pay a 2-digit rounding (a policy "
-        "learns to round)."
-    ),
-    ("$(\\frac{3}{5},\\frac{8}{3}]$", "$(0.6,2.6667]$", True): (
-        "Keep. Their test passes precision=2. 2.6667 is 8/3 rounded to 4 places; both "
-        "profiles pay decimals only to the library's default 6 places (0.333333 for 1/3), "
-        "so a policy cannot trade exactness for fewer digits."
-    ),
-    ("$x \\in [-2,7]$", "$-2 \\\\le x \\\\le 7$", True): (
-        "Fixed in `math` (rule 4, `rescued`): the same solution set, which the library "
-        "accepts only with allow_set_relation_comp=True (their test sets it). "
-        "`math_verify` stays the library as released."
-    ),
-    ("$x \\in [-2,7]$", "$-2 \\\\le x \\\\le 7$", False): (
-        "Keep in `math`: the same pair expected True above with the flag on; this row tests "
-        "the flag's default, not mathematics (one of the two must differ in any profile)."
-    ),
-    ("$f(x)$", "$f(y)$", True): (
-        "Keep. Their test passes strict=False; by default (both profiles) variables matter, "
-        "and f(y) for f(x) is a different answer unless the question says otherwise."
-    ),
-}
-
 
 # Decisions documented with the figures (issue 15); the rules themselves are in
 # reward_service/scorers/rules/hedge.py and math_strict.py.
@@ -188,105 +96,9 @@ COST_NOTE = [
 ]
 
 
-def _rows() -> list[dict]:
-    with CORPUS.open() as fh:
-        return [json.loads(line) for line in fh]
-
-
 def _cell(text: object, limit: int = 60) -> str:
     s = str(text).replace("\n", " ").replace("|", "\\|")
     return s if len(s) <= limit else s[: limit - 3] + "..."
-
-
-def corpus_figures(rows: list[dict]) -> dict:
-    table = build_scorers()
-    verdicts = {name: [table[name](r["response"], r["gold"], {}) for r in rows] for name in PROFILES}
-    gsm_rows = [i for i, r in enumerate(rows) if r["source"].startswith("gsm8k")]
-    verdicts["gsm8k"] = {i: table["gsm8k"](rows[i]["response"], rows[i]["gold"], {}) for i in gsm_rows}
-    agreement = {}
-    for name in PROFILES:
-        agree = sum((v.status == "correct") == r["label"] for v, r in zip(verdicts[name], rows, strict=True))
-        agreement[name] = (agree, len(rows))
-    agree = sum((v.status == "correct") == rows[i]["label"] for i, v in verdicts["gsm8k"].items())
-    agreement["gsm8k"] = (agree, len(gsm_rows))
-    return {"verdicts": verdicts, "agreement": agreement}
-
-
-def speed(rows: list[dict], passes: int = 3) -> dict[str, float]:
-    """Items per CPU-second per profile, one core, gold cache warm: the median of
-    ``passes`` alternating passes (CPU time, so a busy machine disturbs it less)."""
-    table = build_scorers()
-    for r in rows:  # warm the shared gold cache
-        table["math_verify"](r["response"], r["gold"], {})
-    rates: dict[str, list[float]] = {name: [] for name in PROFILES}
-    for _ in range(passes):
-        for name in PROFILES:
-            fn = table[name]
-            t = time.process_time()
-            for r in rows:
-                fn(r["response"], r["gold"], {})
-            rates[name].append(len(rows) / (time.process_time() - t))
-    return {name: statistics.median(r) for name, r in rates.items()}
-
-
-def math_verify_suite() -> dict:
-    cases = [json.loads(line) for line in MV_CASES.open()]
-    others = [json.loads(line) for line in MV_OTHERS.open()]
-    table = build_scorers()
-    right: dict = {"cases": len(cases), "others": len(others), "stock_raw_gold": 0,
-                   "stock_boxed_gold": 0, "missed": []}
-    for c in cases:
-        pred = parse(c["pred"])
-        right["stock_raw_gold"] += bool(verify(parse(c["gold"]), pred)) == c["expected"]
-        right["stock_boxed_gold"] += bool(verify(parse(boxed_gold(c["gold"])), pred)) == c["expected"]
-    for c in [*cases, *others]:
-        verdicts = {name: table[name](c["pred"], c["gold"], {}) for name in PROFILES}
-        for name in PROFILES:
-            if c in cases:
-                right[name] = right.get(name, 0) + (
-                    (verdicts[name].status == "correct") == c["expected"])
-        if any((v.status == "correct") != c["expected"] for v in verdicts.values()):
-            right["missed"].append((c, verdicts))
-    return right
-
-
-def hedge_figures() -> dict[str, dict[str, int]]:
-    """Per fold: hedges, hedges refused, near misses, near misses lost (refused where, for
-    ``math``, the library as released pays them), near misses the library itself misreads."""
-    table = build_scorers()
-    out: dict[str, dict[str, int]] = {}
-    for r in hedge_corpus():
-        f = out.setdefault(r["fold"], dict.fromkeys(
-            ("hedges", "refused", "near_misses", "lost", "library", "paid_by_library"), 0))
-        v = table[r["scorer"]](r["response"], r["gold"], {})
-        if r["kind"] == "hedge":
-            f["hedges"] += 1
-            f["refused"] += v.status != "correct"
-            if r["scorer"] == "math":
-                f["paid_by_library"] += (
-                    table["math_verify"](r["response"], r["gold"], {}).status == "correct")
-            continue
-        f["near_misses"] += 1
-        if v.status != "correct":
-            library = r["scorer"] == "math" and table["math_verify"](
-                r["response"], r["gold"], {}).status != "correct" and rule_of(v.reason) is None
-            f["library" if library else "lost"] += 1
-    return out
-
-
-def golden_differences() -> tuple[int, list[tuple[dict, str, str, str | None]]]:
-    """The golden cases, and those where the two math profiles differ."""
-    cases = [json.loads(line) for line in GOLDEN.open()]
-    table = build_scorers()
-    out = []
-    for c in cases:
-        if "math" not in c["expect"]:
-            continue
-        a = table["math_verify"](c["response"], c["gold"], {})
-        b = table["math"](c["response"], c["gold"], {})
-        if a.status != b.status:
-            out.append((c, a.status, b.status, b.reason))
-    return len(cases), out
 
 
 def _hedge_section(hedges: dict[str, dict[str, int]]) -> list[str]:
@@ -324,7 +136,8 @@ def cost_section() -> list[str]:
 
 
 def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict,
-           hedges: dict[str, dict[str, int]], round2: list[str]) -> str:
+           hedges: dict[str, dict[str, int]], round2: list[str],
+           golden: tuple[int, list[tuple[dict, str, str, str | None]]]) -> str:
     v = fig["verdicts"]
     out = [
         "# Scoring correctness",
@@ -386,19 +199,19 @@ def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict,
             )
     if not differ:
         out.append("| none | | | | | |")
-    n_golden, golden = golden_differences()
+    n_golden, golden_diffs = golden
     out += [
         "",
         "## What the rules change: golden cases where the profiles differ",
         "",
-        f"{len(golden)} of the {n_golden} cases of `tests/golden/cases.jsonl` (each pinned per "
+        f"{len(golden_diffs)} of the {n_golden} cases of `tests/golden/cases.jsonl` (each pinned per "
         "profile by `tests/test_golden.py`):",
         "",
         "| response | gold | `math_verify` | `math` | `math` reason |",
         "|---|---|---|---|---|",
         *(
             f"| `{_cell(c['response'], 45)}` | `{_cell(c['gold'], 25)}` | {a} | {b} | {_cell(why, 90)} |"
-            for c, a, b, why in golden
+            for c, a, b, why in golden_diffs
         ),
     ]
     out += [
@@ -456,29 +269,3 @@ def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict,
     return "\n".join(out)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--no-write", action="store_true", help="print figures, leave the doc")
-    args = ap.parse_args()
-    install_patches()  # as a worker runs (verdicts do not depend on it)
-    rows = _rows()
-    fig = corpus_figures(rows)
-    rate = speed(rows)
-    suite = math_verify_suite()
-    hedges = hedge_figures()
-    table = build_scorers()
-    round2 = [*correctness_r2.class_section(correctness_r2.class_figures(table)),
-              *correctness_r2.digit_forms(table), *cost_section()]
-    for name, (agree, n) in fig["agreement"].items():
-        print(f"{name:12s} agreement {agree}/{n} = {agree / n:.4%}")
-    for name, r in rate.items():
-        print(f"{name:12s} {r:.0f} items/s (in-process, one core)")
-    print("math-verify cases right:", {k: v for k, v in suite.items() if k != "missed"})
-    print("hedge corpus:", hedges)
-    if not args.no_write:
-        DOC.write_text(render(rows, fig, rate, suite, hedges, round2))
-        print(f"wrote {DOC}")
-
-
-if __name__ == "__main__":
-    main()

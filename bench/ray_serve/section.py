@@ -28,9 +28,9 @@ from typing import Any
 import orjson
 
 from bench import scenarios as sc
-from bench.overhead_bench import HEADERS, TRIVIAL
-from bench.ray_handle import HandleTarget, busy, cpu_per_item, handle_figures, handle_report
-from bench.sections import Context, Section
+from bench.base import Context, Section
+from bench.ray_serve.handle import HandleTarget, busy, cpu_per_item, handle_figures, handle_report
+from bench.targets.overhead import HEADERS, TRIVIAL
 from tests.helpers import ROOT, cpu_seconds, descendants_of, free_port, wait_until
 
 APP_DIR = ROOT / "deploy" / "ray"
@@ -89,7 +89,7 @@ PATTERNS = (("client_defaults", {"batch": 4096, "chunk": 512, "in_flight": 4}),
 
 
 def _floor(url: str, n: int = 100, path: str = "/v1/score") -> dict[str, Any]:
-    """A trivial single-item request (``overhead_bench.TRIVIAL``, scored in about 0.1 ms) ``n``
+    """A trivial single-item request (``bench.targets.overhead.TRIVIAL``, scored in about 0.1 ms) ``n``
     times on one keep-alive connection: the fixed cost of one request. ``ms``: the p50 round
     trip; ``cpu_ms``: CPU ms per request by process kind (this process's descendants), which
     says whether that time is work or waiting."""
@@ -262,7 +262,22 @@ def _ray(ctx: Context, rows: list[dict[str, Any]]) -> dict[str, Any]:
         for name, kwargs in PATTERNS:
             fresh(app(replicas=1, workers=2))
             measure(f"handle1_{name}", HandleTarget("reward-bench"), kwargs)
+        # issue 40: the handle target is decided on the median of several fresh passes (the
+        # 1 x 2 shape met 0.85 in one session and missed it in the next with the same code)
+        defaults = dict(PATTERNS)["client_defaults"]
+        for k in range(1, ctx_passes(ctx)):
+            for key, shape in (("handle", app()), ("handle1", app(replicas=1, workers=2))):
+                fresh(shape)
+                measure(f"{key}_client_defaults_{k}", HandleTarget("reward-bench"), defaults)
         return out
+
+
+HANDLE_PASSES, QUICK_HANDLE_PASSES = 5, 2
+
+
+def ctx_passes(ctx: Context) -> int:
+    """Fresh handle-client passes (client defaults) of each shape."""
+    return QUICK_HANDLE_PASSES if ctx.quick else HANDLE_PASSES
 
 
 def _ready(url: str) -> bool:
@@ -310,6 +325,12 @@ def run(ctx: Context) -> dict[str, Any]:
                                                      first[name]["verdicts"], strict=True))}
         for key in (f"handle_{name}", f"handle1_{name}"):
             out[key] = handle_figures(serve_out[key], (first[name], last[name]), len(rows))
+    for key in ("handle", "handle1"):  # every fresh pass's CPU ratio, each against both plain
+        plain = (first["client_defaults"], last["client_defaults"])
+        runs = [serve_out[f"{key}_client_defaults"]] + [
+            serve_out[f"{key}_client_defaults_{k}"] for k in range(1, ctx_passes(ctx))]
+        out[f"{key}_client_defaults"]["passes_cpu_ratio"] = [
+            handle_figures(p, plain, len(rows))["cpu_ratio"] for p in runs]
     return out
 
 

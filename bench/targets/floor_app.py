@@ -4,12 +4,12 @@
 * ``app`` reads the body and answers a fixed ``/get_reward`` reply, so uvicorn, the kernel's
   TCP work and the caller's own client are all that a request costs (the zero-cost app);
 * ``relay`` does the same after one round trip to another process over a pair of pipes: the
-  request's body goes to an echo child (``python -m bench.floor_app``), which reads frames and
+  request's body goes to an echo child (``python -m bench.targets.floor_app``), which reads frames and
   answers each with one byte, and the reply is sent once that byte is back. No parsing, no
   scoring: the floor of any server that, like ours, sends each item out of its own process
   to be scored, with one event-loop wake-up for the child's answer.
 
-``python -m uvicorn bench.floor_app:app`` (or ``:relay``).
+``python -m uvicorn bench.targets.floor_app:app`` (or ``:relay``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class _Echo:
 
     def __init__(self) -> None:
         # the child exits on EOF, when this server's end of its stdin closes with the server
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.floor_app"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.targets.floor_app"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.out = self.proc.stdin.fileno()

@@ -1,0 +1,1 @@
+"""Scoring correctness figures and docs/CORRECTNESS.md: ``python -m bench.correctness``."""
