@@ -120,6 +120,8 @@ class RewardSection:
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSection:
     every: int = 50  # save every N steps (and at the end); 0: only at the end
+    every_s: float = 0.0  # also save after the step during which k * every_s seconds of
+    #                       training have passed (k = 1, 2, ...); 0: off
     keep_last: int = 2  # keep the newest k checkpoints; 0 keeps all
 
 
