@@ -106,6 +106,8 @@ class PolicySettings:
     temperature: float = 1.0  # logits are divided by the sampling temperature
     allowed_token_ids: tuple[int, ...] | None = None  # same restriction as the sampler
     gradient_checkpointing: bool = False
+    attn_implementation: str | None = None  # transformers' attention kernel ("sdpa",
+    #   "eager"); None: transformers' default
     optim: OptimSettings = field(default_factory=OptimSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     dist_timeout_s: float = 600.0  # timeout of collectives

@@ -127,8 +127,10 @@ class PolicyWorker:
 
     def _load(self, path: str, *, trainable: bool) -> torch.nn.Module:
         torch.manual_seed(0)  # identical init of anything not in the checkpoint, every rank
+        extra = ({"attn_implementation": self.settings.attn_implementation}
+                 if self.settings.attn_implementation else {})
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch_dtype(self.settings.dtype))
+            path, dtype=torch_dtype(self.settings.dtype), **extra)
         model.to(self.device)  # type: ignore[arg-type]
         if trainable and self.settings.gradient_checkpointing:
             model.gradient_checkpointing_enable()
