@@ -93,6 +93,7 @@ class PolicySection:
     compute_dtype: DType = "float32"  # "bfloat16": mixed precision (fp32 master weights,
     #                                  fp32 gradient reduction, fp32 log-probabilities)
     gradient_checkpointing: bool = False
+    attn_implementation: str | None = None  # "sdpa" | "eager"; None: transformers' default
     num_threads: int = 0  # torch threads per rank; 0: torch's default (1 in a 1-CPU Ray actor)
     timeout_s: float = 900.0  # wait for one train step / weight gather at most this long
 

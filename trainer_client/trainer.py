@@ -126,6 +126,7 @@ def _policy_settings(cfg: TrainConfig, start: _StartPoint, base_path: str,
         compute_dtype=cfg.policy.compute_dtype, device=cfg.policy.device, fsdp=cfg.policy.fsdp,
         micro_batch_size=cfg.policy.micro_batch_size, temperature=cfg.rollout.temperature,
         allowed_token_ids=allowed, gradient_checkpointing=cfg.policy.gradient_checkpointing,
+        attn_implementation=cfg.policy.attn_implementation,
         num_threads=cfg.policy.num_threads,
         optim=cfg.optim, grpo=cfg.grpo)
 
