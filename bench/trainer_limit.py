@@ -139,12 +139,14 @@ def _worker(model: str, old: str, **policy: Any) -> Any:
 
     cfg = load_config(CONFIG)
     p = cfg.policy
-    return PolicyWorker(PolicySettings(
-        model_path=model, dtype=cfg.model.dtype, compute_dtype=p.compute_dtype, fsdp=p.fsdp,
-        micro_batch_size=p.micro_batch_size, temperature=cfg.rollout.temperature,
-        num_threads=p.num_threads, optim=dataclasses.replace(cfg.optim, lr=1e-7),
-        grpo=dataclasses.replace(cfg.grpo, old_logprobs=old),  # type: ignore[arg-type]
-        **policy), rank=0, world_size=1, master_port=free_port())
+    kw: dict[str, Any] = {
+        "model_path": model, "dtype": cfg.model.dtype, "compute_dtype": p.compute_dtype,
+        "fsdp": p.fsdp, "micro_batch_size": p.micro_batch_size,
+        "temperature": cfg.rollout.temperature, "num_threads": p.num_threads,
+        "optim": dataclasses.replace(cfg.optim, lr=1e-7),
+        "grpo": dataclasses.replace(cfg.grpo, old_logprobs=old)}  # type: ignore[arg-type]
+    return PolicyWorker(PolicySettings(**{**kw, **policy}), rank=0, world_size=1,
+                        master_port=free_port())
 
 
 def _n_params(model: str) -> int:
