@@ -139,3 +139,17 @@ IMAGE_PORT  ?= 8000
 image-check:  ## build the image, run it, wait for /readyz, score a batch inside it
 	IMAGE=localhost/reward-service:dev BUILD_OPTS='--format docker' \
 	SMOKE='python3 deploy/smoke.py' $(IMAGE_CHECK) . $(IMAGE_PORT) /readyz
+
+# Our GRPO trainer against TRL's released GRPOTrainer (trl 1.16.0 from .venv/frameworks),
+# same model, prompts, reward, hyperparameters and wall-clock budget, scored afterwards by one
+# greedy evaluator; and the distance to this CPU's matmul limit. Long: 2 rounds x 2 trainers x
+# the config's 19-minute budget, plus start-ups and evals (~90 min on 2 cores). RACE_ARGS
+# passes options (--budget-s 360 --rounds 2 ...). Writes bench/results/trainer_vs_trl.{json,png}
+# and bench/results/trainer_limit.json.
+RACE_ARGS ?=
+.PHONY: bench-trainer
+bench-trainer: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## the race with TRL + the CPU limit
+	$(MAKE) frameworks
+	mkdir -p bench/results
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} $(BIN)/python -m bench.trainer_limit
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} $(BIN)/python -m bench.trainer_vs_trl $(RACE_ARGS)

@@ -94,6 +94,7 @@ class PolicySection:
     compute_dtype: DType = "float32"  # "bfloat16": mixed precision (fp32 master weights,
     #                                  fp32 gradient reduction, fp32 log-probabilities)
     gradient_checkpointing: bool = False
+    attn_implementation: str | None = None  # "sdpa" | "eager"; None: transformers' default
     num_threads: int = 0  # torch threads per rank; 0: torch's default (1 in a 1-CPU Ray actor)
     timeout_s: float = 900.0  # wait for one train step / weight gather at most this long
 
@@ -121,6 +122,8 @@ class RewardSection:
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSection:
     every: int = 50  # save every N steps (and at the end); 0: only at the end
+    every_s: float = 0.0  # also save after the step during which k * every_s seconds of
+    #                       training have passed (k = 1, 2, ...); 0: off
     keep_last: int = 2  # keep the newest k checkpoints; 0 keeps all
 
 

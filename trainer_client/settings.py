@@ -48,6 +48,14 @@ Aggregation = Literal["token", "sequence"]
 #: out of the loss); "zero" its reward (scored as wrong, trained on like any other)
 Truncated = Literal["keep", "mask", "zero"]
 
+#: where pi_old (the sampling policy's log-probabilities, the ratio's denominator) comes from:
+#: "auto": when each rollout gets exactly one optimizer step (``ppo_epochs`` 1, one
+#: mini-batch) the policy is still pi_old during its one forward, so that forward's own
+#: log-probabilities, detached, are pi_old (ratio 1, gradient A * grad log pi) and no
+#: separate scoring forward is run; otherwise a no-grad forward before the update.
+#: "forward": always that separate forward (the same update, ~1/3 more compute).
+OldLogprobs = Literal["auto", "forward"]
+
 
 @dataclass(frozen=True, kw_only=True)
 class OptimSettings:
@@ -76,6 +84,7 @@ class GRPOSettings:
     truncated: Truncated = "mask"  # completions cut at max_new_tokens: keep | mask | zero
     skip_no_signal: bool = False  # no update when every advantage is 0 (and kl_coef 0):
     #   saves the forward/backward; not a no-op otherwise (AdamW moves on momentum)
+    old_logprobs: OldLogprobs = "auto"  # pi_old from the training forward when it can be
     tis_cap: float | None = None  # token-level truncated importance sampling: weight each
     #   token's loss by min(pi_policy / pi_rollout, tis_cap) when the rollout engine reports
     #   log-probabilities; None: off (the mismatch is still measured and logged)
@@ -97,6 +106,8 @@ class PolicySettings:
     temperature: float = 1.0  # logits are divided by the sampling temperature
     allowed_token_ids: tuple[int, ...] | None = None  # same restriction as the sampler
     gradient_checkpointing: bool = False
+    attn_implementation: str | None = None  # transformers' attention kernel ("sdpa",
+    #   "eager"); None: transformers' default
     optim: OptimSettings = field(default_factory=OptimSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     dist_timeout_s: float = 600.0  # timeout of collectives

@@ -133,6 +133,7 @@ def _policy_settings(cfg: TrainConfig, start: _StartPoint, base_path: str,
         compute_dtype=cfg.policy.compute_dtype, device=cfg.policy.device, fsdp=cfg.policy.fsdp,
         micro_batch_size=cfg.policy.micro_batch_size, temperature=cfg.rollout.temperature,
         allowed_token_ids=allowed, gradient_checkpointing=cfg.policy.gradient_checkpointing,
+        attn_implementation=cfg.policy.attn_implementation,
         num_threads=cfg.policy.num_threads,
         optim=cfg.optim, grpo=cfg.grpo)
 
@@ -198,6 +199,8 @@ def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
     cfg, stop = ctx.cfg, ctx.stop
     t_loop = time.monotonic()
     limit = cfg.run.time_limit_s
+    every_s = cfg.checkpoint.every_s
+    next_save_s = every_s if every_s > 0 else float("inf")
     out_of_time = False
     while step < total_steps and not stop.is_set() and not out_of_time:
         step += 1
@@ -231,14 +234,20 @@ def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
             phase.sync_weights(ctx, row)
 
         # 6. eval, checkpoint, log
-        out_of_time = limit is not None and time.monotonic() - t_loop >= limit
+        elapsed = time.monotonic() - t_loop
+        row["time/train_seconds"] = elapsed  # since the first step began
+        out_of_time = limit is not None and elapsed >= limit
+        timed_save = elapsed >= next_save_s
+        while next_save_s <= elapsed:
+            next_save_s += every_s
         last = step == total_steps or stop.is_set() or out_of_time
         if cfg.eval.every and (step % cfg.eval.every == 0 or last):
             phase.evaluate(ctx, row)
-        if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or last:
+        if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or last or timed_save:
             phase.save_checkpoint(ctx, step, total_steps, row)
         row["timings/step_seconds"] = time.monotonic() - t_step
-        if step % max(1, cfg.run.log_every) == 0 or last or "eval/accuracy" in row:
+        if (step % max(1, cfg.run.log_every) == 0 or last or "eval/accuracy" in row
+                or "timings/checkpoint_seconds" in row):
             writer.write(row)
             tracker.log_metrics(row)
         if progress is not None:

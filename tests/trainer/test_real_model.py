@@ -53,6 +53,8 @@ def test_converted_model_is_a_plain_hf_dir_with_chat_template(smollm2):
     assert (base / CONVERTED_MARKER).is_file()
     config = json.loads((base / "config.json").read_text())
     assert "quantization_config" not in config  # loads without gguf
+    # as save_pretrained writes it: TRL's create_model_from_path indexes it
+    assert config["architectures"] == ["LlamaForCausalLM"]
     model = AutoModelForCausalLM.from_pretrained(base)
     assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
     tok = AutoTokenizer.from_pretrained(base)

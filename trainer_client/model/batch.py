@@ -33,6 +33,23 @@ class TrainBatch:
                           None if self.rollout_logprobs is None
                           else self.rollout_logprobs[rows])
 
+    def trimmed(self) -> TrainBatch:
+        """The same rows without the padding columns they all end with (rows are
+        right-padded): a micro-batch of short rows costs only its own length."""
+        length = int(self.input_ids.shape[1])
+        used = int(self.attention_mask.sum(dim=1).max()) if len(self) else length
+        if used >= length:
+            return self
+        cols = slice(0, max(used, 2))  # a next-token position needs two columns
+        return TrainBatch(self.input_ids[:, cols], self.attention_mask[:, cols],
+                          self.completion_mask[:, cols], self.advantages,
+                          None if self.rollout_logprobs is None
+                          else self.rollout_logprobs[:, cols])
+
+    def lengths(self) -> torch.Tensor:
+        """``[B]`` real tokens per row."""
+        return self.attention_mask.sum(dim=1)
+
 
 def make_train_batch(completions: Sequence[Completion], advantages: torch.Tensor,
                      valid: torch.Tensor, *, pad_id: int) -> TrainBatch:

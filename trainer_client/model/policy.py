@@ -16,6 +16,12 @@ least one token for ``"sequence"``); each micro-batch then backpropagates its *s
 by that global count (times the world size, since FSDP2's reduce-scatter averages over
 ranks). The gradient is that of the whole mini-batch's loss, however it is split.
 
+pi_old (the ratio's denominator): with one optimizer step per rollout (``ppo_epochs`` 1, one
+mini-batch) it is the training forward's own log-probabilities, detached, so the ratio is 1
+and no separate scoring forward runs (``grpo.old_logprobs: auto``, a third of the step's
+compute); otherwise a no-grad forward before the update. Micro-batches take rows in order
+of length and are cut to their longest row: padding costs no compute.
+
 The model is kept in ``eval()`` mode, also while training: dropout would make the
 recomputed log-probabilities (and the ratio to them) noise. Gradients flow in eval mode.
 """
@@ -121,8 +127,10 @@ class PolicyWorker:
 
     def _load(self, path: str, *, trainable: bool) -> torch.nn.Module:
         torch.manual_seed(0)  # identical init of anything not in the checkpoint, every rank
+        extra = ({"attn_implementation": self.settings.attn_implementation}
+                 if self.settings.attn_implementation else {})
         model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch_dtype(self.settings.dtype))
+            path, dtype=torch_dtype(self.settings.dtype), **extra)
         model.to(self.device)  # type: ignore[arg-type]
         if trainable and self.settings.gradient_checkpointing:
             model.gradient_checkpointing_enable()
@@ -172,8 +180,22 @@ class PolicyWorker:
 
     @torch.no_grad()
     def _score(self, model: torch.nn.Module, b: TrainBatch) -> torch.Tensor:
-        parts = [self._logprobs(model, mb)[0] for mb in self._micro(b)]
+        width = b.input_ids.shape[1] - 1
+        parts = []
+        for mb in self._micro(b):
+            lp = self._logprobs(model, mb.trimmed())[0]  # [b, used-1]
+            parts.append(torch.nn.functional.pad(lp, (0, width - lp.shape[1])))
         return torch.cat(parts).cpu()  # [B_local, L-1]
+
+    def _reuses_forward(self, batch_size: int) -> bool:
+        """pi_old from the training forward (``grpo.old_logprobs``, settings.py): exactly one
+        optimizer step per rollout, so the weights of that forward are pi_old's."""
+        g = self.settings.grpo
+        if g.old_logprobs not in ("auto", "forward"):
+            raise ValueError(f"grpo.old_logprobs must be 'auto' or 'forward', not "
+                             f"{g.old_logprobs!r}")
+        return (g.old_logprobs == "auto" and g.ppo_epochs == 1
+                and (g.mini_batch_size or batch_size) >= batch_size)
 
     def _global_weight(self, local_mask: torch.Tensor) -> float:
         """The mini-batch's loss denominator summed over ranks (see the module docstring)."""
@@ -183,28 +205,49 @@ class PolicyWorker:
             dist.all_reduce(w)
         return float(w)
 
-    def _backward(self, mini: TrainBatch, old_lp: torch.Tensor, ref_lp: torch.Tensor | None,
-                  *, with_entropy: bool, add: Any,
-                  is_weights: torch.Tensor | None = None) -> dict[str, float]:
+    def _backward(self, mini: TrainBatch, old_lp: torch.Tensor | None,
+                  ref_lp: torch.Tensor | None, *, with_entropy: bool, add: Any,
+                  is_weights: torch.Tensor | None = None,
+                  correction: list[tuple[list[float], float]] | None = None
+                  ) -> dict[str, float]:
         """Forward/backward of one mini-batch (this rank's rows) in micro-batches; returns
         this rank's shares of the mini-batch losses (``losses/total``, ``losses/policy``,
-        ``losses/kl``: summed over ranks they are the mini-batch's losses)."""
+        ``losses/kl``: summed over ranks they are the mini-batch's losses).
+
+        ``old_lp`` None: pi_old is each micro-batch's own forward, detached (one update per
+        rollout, :meth:`_reuses_forward`); its rollout-correction weights are formed here
+        and its mismatch sums appended to ``correction``. Rows go through in order of
+        length and each micro-batch is cut to its longest row: the loss is a sum over rows,
+        so neither changes it, and padding costs no compute."""
         g = self.settings.grpo
         denom = self._global_weight(mini.completion_mask[:, 1:])
+        order = torch.argsort(mini.lengths(), descending=True, stable=True)
+        mini = mini.select(order)
+        old_lp = None if old_lp is None else old_lp[order]
+        ref_lp = None if ref_lp is None else ref_lp[order]
+        is_weights = None if is_weights is None else is_weights[order]
         m_size = max(1, self.settings.micro_batch_size)
         share = dict.fromkeys(_LOSS_KEYS, 0.0)
         for i in range(0, len(mini), m_size):
             r = slice(i, i + m_size)
-            mb = mini.select(r)
+            mb = mini.select(r).trimmed()
+            w = mb.input_ids.shape[1] - 1  # [b, w]: this micro-batch's next-token positions
             lp, ent = self._logprobs(self.model, mb, with_entropy=with_entropy)
-            m = mb.completion_mask[:, 1:].to(self.device)  # [b, L-1]
+            m = mb.completion_mask[:, 1:].to(self.device)  # [b, w]
+            if old_lp is None:
+                old = lp.detach()
+                isw, sums, max_diff = self._correction_local(mb, old.cpu())
+                if correction is not None:
+                    correction.append((sums, max_diff))
+                isw = None if isw is None else isw.to(self.device)
+            else:
+                old = old_lp[r, :w].to(self.device)
+                isw = None if is_weights is None else is_weights[r, :w].to(self.device)
             loss, metrics = grpo_loss(
-                lp, old_lp[r].to(self.device),
-                None if ref_lp is None else ref_lp[r].to(self.device),
+                lp, old, None if ref_lp is None else ref_lp[r, :w].to(self.device),
                 mb.advantages.to(self.device), m, kl_coef=g.kl_coef,
                 clip_eps_low=g.clip_eps_low, clip_eps_high=g.clip_eps_high,
-                aggregation=g.aggregation, denominator=denom,
-                is_weights=None if is_weights is None else is_weights[r].to(self.device))
+                aggregation=g.aggregation, denominator=denom, is_weights=isw)
             # FSDP2 averages gradients over ranks: scale so the average is the global sum
             (loss * self.world_size).backward()
             for k in _LOSS_KEYS:
@@ -224,9 +267,10 @@ class PolicyWorker:
         gradient (HF names, CPU) on rank 0 (``None`` elsewhere). For checks and debugging:
         the result must not depend on ``micro_batch_size`` or the world size."""
         local = self._local(batch)
-        old_lp = self._score(self.model, local)
+        reuse = self._reuses_forward(len(batch))
+        old_lp = None if reuse else self._score(self.model, local)
         ref_lp = self._score(self.ref, local) if self.ref is not None else None
-        is_w, _ = self._rollout_correction(local, old_lp)
+        is_w = None if old_lp is None else self._rollout_correction(local, old_lp)[0]
         self.optimizer.zero_grad(set_to_none=True)
         share = self._backward(local, old_lp, ref_lp, with_entropy=False, add=lambda m: None,
                                is_weights=is_w)
@@ -249,9 +293,13 @@ class PolicyWorker:
         g = self.settings.grpo
         local = self._local(batch)
         mask = local.completion_mask[:, 1:]  # [B_local, L-1], aligned with next-token lp
-        old_lp = self._score(self.model, local)  # [B_local, L-1]
+        reuse = self._reuses_forward(len(batch))
+        # [B_local, L-1]; None: from the training forward itself (see _backward)
+        old_lp = None if reuse else self._score(self.model, local)
         ref_lp = self._score(self.ref, local) if self.ref is not None else None
-        is_w, mismatch = self._rollout_correction(local, old_lp)
+        is_w, mismatch = (None, {}) if old_lp is None else self._rollout_correction(local,
+                                                                                   old_lp)
+        correction: list[tuple[list[float], float]] = []  # per micro-batch, with `reuse`
 
         mb_global = g.mini_batch_size or len(batch)
         mb_local = max(1, mb_global // self.world_size)
@@ -270,10 +318,12 @@ class PolicyWorker:
                 for group in self.optimizer.param_groups:
                     group["lr"] = self._lr()
                 self.optimizer.zero_grad(set_to_none=True)
-                losses.append(self._backward(local.select(rows), old_lp[rows],
+                losses.append(self._backward(local.select(rows),
+                                             None if old_lp is None else old_lp[rows],
                                              None if ref_lp is None else ref_lp[rows],
                                              with_entropy=epoch == 0, add=add,
-                                             is_weights=None if is_w is None else is_w[rows]))
+                                             is_weights=None if is_w is None else is_w[rows],
+                                             correction=correction))
                 if self.settings.optim.grad_clip > 0:
                     norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                                           self.settings.optim.grad_clip)
@@ -290,6 +340,9 @@ class PolicyWorker:
         for k, v in zip(_LOSS_KEYS, totals, strict=False):
             out[k] = v / max(1, len(losses))  # mean over optimizer steps
         out["policy/tokens"] = totals[-1]
+        if reuse and local.rollout_logprobs is not None:
+            local_sums = [sum(v) for v in zip(*(c[0] for c in correction), strict=True)]
+            mismatch = self._correction_metrics(local_sums, max(c[1] for c in correction))
         out.update(mismatch)
         return out
 
@@ -301,8 +354,19 @@ class PolicyWorker:
         ``grpo.tis_cap``, the truncated importance weights ``[B_local, L-1]``."""
         if local.rollout_logprobs is None:
             return None, {}
-        mask = local.completion_mask[:, 1:]
-        rollout_lp = local.rollout_logprobs[:, 1:]
+        weights, sums, max_diff = self._correction_local(local, old_lp)
+        return weights, self._correction_metrics(sums, max_diff)
+
+    def _correction_local(self, b: TrainBatch, old_lp: torch.Tensor
+                          ) -> tuple[torch.Tensor | None, list[float], float]:
+        """This rank's part of :meth:`_rollout_correction` for rows ``b`` (``old_lp``
+        ``[b, L-1]`` on the CPU): TIS weights (with ``grpo.tis_cap``), the mismatch sums
+        (:data:`MISMATCH_SUMS`, then the sum of weights and tokens at the cap) and the max
+        difference. Sums add over micro-batches and ranks."""
+        if b.rollout_logprobs is None:
+            return None, [], 0.0
+        mask = b.completion_mask[:, 1:]
+        rollout_lp = b.rollout_logprobs[:, 1:]
         sums, max_diff = rollout_mismatch_sums(old_lp, rollout_lp, mask)
         cap = self.settings.grpo.tis_cap
         weights: torch.Tensor | None = None
@@ -311,17 +375,22 @@ class PolicyWorker:
             weights = tis_weights(old_lp, rollout_lp, cap)
             ok = mask.bool() & ~torch.isnan(rollout_lp)
             extra = [float(weights[ok].sum()), float((weights[ok] >= cap).sum())]
-        total = self._sum_over_ranks(sums + extra)
+        return weights, sums + extra, max_diff
+
+    def _correction_metrics(self, sums: list[float], max_diff: float) -> dict[str, float]:
+        """Collective: the mismatch metrics of the batch from every rank's sums."""
+        cap = self.settings.grpo.tis_cap
+        total = self._sum_over_ranks(sums)
         if self.world_size > 1:
             t = torch.tensor([max_diff], dtype=torch.float64, device=self.device)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             max_diff = float(t.cpu())
         out = mismatch_metrics(total[: len(MISMATCH_SUMS)], max_diff)
         n = total[0]
-        if weights is not None and n > 0:
+        if cap is not None and n > 0:
             out["rollout/tis_weight_mean"] = total[-2] / n
             out["rollout/tis_capped_fraction"] = total[-1] / n
-        return weights, out
+        return out
 
     def _sum_over_ranks(self, values: list[float]) -> list[float]:
         if self.world_size == 1:

@@ -57,7 +57,8 @@ def convert_gguf(src_dir: str | Path, gguf_file: str, out_dir: str | Path) -> Pa
 
     The tied ``lm_head`` is left out of the safetensors file (shared storage), as
     ``save_pretrained`` does; the config drops the GGUF ``quantization_config`` so the saved
-    directory loads as a plain model.
+    directory loads as a plain model, and names the model class in ``architectures`` as
+    ``save_pretrained`` does (TRL's ``create_model_from_path`` and other tools read it).
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -71,6 +72,7 @@ def convert_gguf(src_dir: str | Path, gguf_file: str, out_dir: str | Path) -> Pa
     raw.pop("quantization_config", None)
     model_type = raw.pop("model_type")
     config = AutoConfig.for_model(model_type, **raw)
+    config.architectures = [type(model).__name__]
     out.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
     if getattr(config, "tie_word_embeddings", False):
@@ -83,6 +85,19 @@ def convert_gguf(src_dir: str | Path, gguf_file: str, out_dir: str | Path) -> Pa
     logger.info("GGUF converted", extra={"src": str(src / gguf_file), "out": str(out),
                                          "parameters": sum(t.numel() for t in tensors.values())})
     return out
+
+
+def _add_architectures(out: Path) -> None:
+    """Name the model class in a directory converted before ``architectures`` was written."""
+    path = out / "config.json"
+    raw = json.loads(path.read_text())
+    if raw.get("architectures"):
+        return
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    raw["architectures"] = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[raw["model_type"]]]
+    path.write_text(json.dumps(raw, indent=2, sort_keys=True) + "\n")
+    logger.info("architectures added to an earlier conversion", extra={"path": str(path)})
 
 
 def prepare_base_model(path: str | None, *, package: str | None, gguf_file: str | None,
@@ -101,6 +116,7 @@ def prepare_base_model(path: str | None, *, package: str | None, gguf_file: str 
             raise ValueError("config.model: set `path` or `tiny`")
         return path
     if (out / CONVERTED_MARKER).exists():
+        _add_architectures(out)
         return str(out)
     src = package_dir(package) if package is not None else Path(path or ".")
     return str(convert_gguf(src, gguf_file, out))
