@@ -76,7 +76,7 @@ def test_golden_cases_through_the_service(client: httpx.Client) -> None:
 def test_info_reports_the_profiles(client: httpx.Client) -> None:
     info = client.get("/v1/info").json()
     text = json.dumps(info)
-    assert '"math"' in text and '"math_verify"' in text and "2.2+math-verify.0.9.0" in text
+    assert '"math"' in text and '"math_verify"' in text and "2.3+math-verify.0.9.0" in text
 
 
 def test_math_verify_own_cases_through_the_service(client: httpx.Client) -> None:
