@@ -214,3 +214,25 @@ def test_through_the_service(client: httpx.Client) -> None:
                    ("incorrect", None), ("incorrect", "variable")]
     after = {rule: count(rule) for rule in before}
     assert all(after[rule] >= before[rule] + 1 for rule in before), (before, after)
+
+
+@pytest.mark.needs_data
+def test_condition_gate_answers_as_the_pattern() -> None:
+    """``readings._may_hold_condition`` (a lower-case stem test before the regex) says what
+    ``_CONDITION.search`` says, on every sentence of corpus responses, the round-3 corpus and
+    hand-made ones (upper case, a line break in ``up to``, a non-ASCII sentence)."""
+    from reward_service.scorers.rules.readings import _CONDITION, _may_hold_condition
+    from tests.helpers import read_jsonl
+
+    hand = ["IF NOT, 10", "Up\nto rotation, 2", "(Ordered) 20", "\u017fuppose it is 5",
+            "the answer is 5 (mean)", "case\t3 gives 4", "Assuming x: 5", "the value is 5"]
+    texts = [r["response"] for r in read_jsonl("corpus.jsonl")[::5]]
+    texts += [r["response"] for r in generate()] + hand
+    checked = 0
+    for t in texts:
+        cuts = [0, *(m.end() for m in re.finditer(r"[.!?]\s|\n", t)), len(t)]
+        for s0, s1 in zip(cuts, cuts[1:], strict=False):
+            assert _may_hold_condition(t, s0, s1) == (_CONDITION.search(t, s0, s1) is not None), (
+                t[s0:s1])
+            checked += 1
+    assert checked > 10_000

@@ -7,7 +7,7 @@ replacement the probability is 1/4; without replacement it is 1/6.``, ``Answer: 
 answer, so whichever reading the gold takes, the response is paid. A policy finds this
 quickly. The rule is written by structure, not by phrasing:
 
-1. **Units.** The text around the final answer (600 characters before it, to the end) is cut
+1. **Units.** The text around the final answer (400 characters before it, to the end) is cut
    into units at sentence ends, ``;``, line breaks, ``, `` and `` / `` (outside math and
    boxes). A unit that is only a leading condition (``If not``, ``Assuming integer sides``)
    joins the unit after it, the value it conditions.
@@ -20,7 +20,8 @@ quickly. The rule is written by structure, not by phrasing:
    of words (``(ordered)``). Its value is its last value outside the condition: before a
    condition that follows the value (``6 if we count 3 colours`` states 6), else the last one
    (``For n = 3 the answer is 6`` states 6); case labels (``case 2``) are not values.
-3. **No commitment.** The final answer's unit must itself be conditional; units before it
+3. **No commitment.** The final answer's unit must itself be conditional, by a condition in
+   the answer's own sentence (within 250 characters: ``answer_sentence``); units before it
    are read back while they are conditional, units after it forward. A unit with a value and
    no condition is a commitment (``so the answer is 6``): reading stops there, and one after
    the answer means the response committed (a later ``So 20.`` keeps the reward, or is the
@@ -45,7 +46,14 @@ from dataclasses import dataclass
 
 __all__ = ["bound_values", "reading_reason"]
 
-_BACK = 600
+_BACK = 400
+_NEAR = 250  # the final answer's condition is in its own sentence, this close
+_ENDS = (". ", "! ", "? ", "\n")
+# every match of _CONDITION holds a match of one of these, in lower case (a cheap first test)
+_STEMS = ("if", "unless", "assum", "provided", "suppos", "case", "otherwise", "else", "when",
+          "with", "for", "under", "counting", "up\\s", "ignoring", "including", "excluding",
+          "allowing", "depending", "taking", "treating", "considering", "regarding",
+          "interpreting", "reading", "viewing", "\\([a-z]")
 _MAX_UNITS = 40
 # condition words; "for"/"with"/"when" only count as whole words (``formula`` is not one)
 _CONDITION = re.compile(
@@ -62,6 +70,7 @@ _UNIVERSAL = re.compile(
     r"|interpretations?)|under\s+(?:all|both|every|each|any)\b)",
     re.IGNORECASE,
 )
+_STEM = re.compile("|".join(_STEMS))
 # numbers that label, not state: "case 2", "part 3", "step 4"
 _LABELS = re.compile(r"\b(?:case|part|step|scenario|option|reading|interpretation)\s*\(?\d+\)?",
                      re.IGNORECASE)
@@ -82,6 +91,7 @@ class Unit:
     value: str | None  # the value the unit states, as written
     universal: bool
     leading: bool = False  # the condition opens the unit ("If not, ...")
+    cond_at: int = -1  # where the condition starts in the text (-1: none)
 
 
 def _mask(text: str) -> str:
@@ -102,13 +112,18 @@ def _cuts(text: str, lo: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _unit(text: str, start: int, end: int, value: re.Pattern[str]) -> Unit:
+def _unit(text: str, start: int, end: int, value: re.Pattern[str], need_value: bool) -> Unit:
+    """One unit; its value is read only when it has a condition or ``need_value`` (the value
+    of an unconditional unit before the answer, with no condition before it, decides
+    nothing: reading back stops there either way)."""
     piece = text[start:end]
     lead = _LEADING.match(piece)
     body_at = lead.end() if lead else 0
-    scrubbed = _LABELS.sub(lambda m: "#" * len(m.group(0)), piece)  # for values only
     cond = _CONDITION.search(piece, body_at)
     universal = _UNIVERSAL.search(piece) is not None
+    if cond is None and not need_value:
+        return Unit(start, end, None, None, universal)
+    scrubbed = _LABELS.sub(lambda m: "#" * len(m.group(0)), piece)  # for values only
     values = [m for m in value.finditer(scrubbed) if m.group(0).strip()]
     if cond is not None and cond.start() > body_at:  # "6 if we count 3 colours": before it
         before = [m for m in values if m.end() <= cond.start()]
@@ -124,20 +139,22 @@ def _unit(text: str, start: int, end: int, value: re.Pattern[str]) -> Unit:
         if stated is not None and stated.start() >= cond.start():  # leading: up to the value
             condition = re.sub(r"\s+", " ", piece[cond.start():stated.start()].lower())
     return Unit(start, end, condition, shown, universal,
-                cond is not None and cond.start() == body_at)
+                cond is not None and cond.start() == body_at,
+                start + cond.start() if cond is not None else -1)
 
 
-def _units(text: str, lo: int, value: re.Pattern[str]) -> list[Unit]:
+def _units(text: str, lo: int, value: re.Pattern[str], answer_at: int) -> list[Unit]:
     units: list[Unit] = []
     pending: tuple[int, Unit] | None = None  # a leading condition with no value yet
     for start, end in _cuts(text, lo):
-        u = _unit(text, start, end, value)
+        u = _unit(text, start, end, value, pending is not None or end > answer_at)
         if pending is not None:
             p_start, p = pending
             pending = None
             if u.value is not None and u.condition is None and not _CONSEQUENCE.match(
                     text, u.start):
-                u = Unit(p_start, u.end, p.condition, u.value, u.universal or p.universal, True)
+                u = Unit(p_start, u.end, p.condition, u.value, u.universal or p.universal, True,
+                         p.cond_at)
             else:
                 units.append(p)
         if u.value is None and u.leading and not u.universal:
@@ -149,19 +166,50 @@ def _units(text: str, lo: int, value: re.Pattern[str]) -> list[Unit]:
     return units
 
 
+def answer_sentence(text: str, a0: int, a1: int) -> tuple[int, int]:
+    """The sentence holding the final answer at ``a0:a1``: from the last sentence end
+    (``.``/``!``/``?`` and a space, or a line break) before it, at most ``_NEAR`` characters
+    back, to the first after it, at most ``_NEAR`` characters on."""
+    lo, hi = max(0, a0 - _NEAR), min(len(text), a1 + _NEAR)
+    s0 = lo
+    for end in _ENDS:
+        at = text.rfind(end, lo, a0)
+        if at >= 0:
+            s0 = max(s0, at + len(end))
+    s1 = hi
+    for end in _ENDS:
+        at = text.find(end, a1, hi)
+        if at >= 0:
+            s1 = min(s1, at)
+    return s0, s1
+
+
+def _may_hold_condition(text: str, s0: int, s1: int) -> bool:
+    """``_CONDITION`` matches in ``text[s0:s1]``; for an ASCII sentence tried only after the
+    cheaper ``_STEM`` on its lower case (every match of ``_CONDITION`` holds one; for ASCII
+    text ``str.lower`` is the regex's IGNORECASE)."""
+    piece = text[s0:s1]
+    if piece.isascii() and _STEM.search(piece.lower()) is None:
+        return False
+    return _CONDITION.search(text, s0, s1) is not None
+
+
 def bound_values(text: str, answer: tuple[int, int], value: re.Pattern[str],
                  same: Callable[[str], bool]) -> list[tuple[str, str]] | None:
     """``[(condition, value), ...]`` of the units of a per-reading answer (the final answer's
     first) when the response offers values bound to different readings and commits to none;
     None otherwise. ``value`` matches one value (its first non-empty group is the value as
     written); ``same(v)`` says whether ``v`` is the final answer's value."""
-    a0 = answer[0]
-    units = _units(text, max(0, a0 - _BACK), value)
+    a0, a1 = answer
+    s0, s1 = answer_sentence(text, a0, a1)
+    if not _may_hold_condition(text, s0, s1):
+        return None
+    units = _units(text, max(0, a0 - _BACK), value, a0)
     at = next((i for i, u in enumerate(units) if u.start <= a0 < u.end), None)
     if at is None:
         return None
     mine = units[at]
-    if mine.condition is None or mine.universal:
+    if mine.condition is None or mine.universal or not s0 <= mine.cond_at < s1:
         return None
     run = [mine]
     for u in reversed(units[:at]):
