@@ -11,6 +11,7 @@ from the library is noticed.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter, defaultdict
 
@@ -231,7 +232,7 @@ def test_condition_gate_answers_as_the_pattern() -> None:
     checked = 0
     for t in texts:
         cuts = [0, *(m.end() for m in re.finditer(r"[.!?]\s|\n", t)), len(t)]
-        for s0, s1 in zip(cuts, cuts[1:], strict=False):
+        for s0, s1 in itertools.pairwise(cuts):
             assert _may_hold_condition(t, s0, s1) == (_CONDITION.search(t, s0, s1) is not None), (
                 t[s0:s1])
             checked += 1
