@@ -24,7 +24,7 @@ from pathlib import Path
 
 from math_verify import parse, verify
 
-from bench import correctness_r2
+from bench import correctness_r2, correctness_r3
 from reward_service.scorers import rule_of
 from reward_service.scorers.impl import build_scorers
 from reward_service.scorers.math_verify_scorer import boxed_gold
@@ -324,7 +324,7 @@ def cost_section() -> list[str]:
 
 
 def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict,
-           hedges: dict[str, dict[str, int]], round2: list[str]) -> str:
+           hedges: dict[str, dict[str, int]], round2: list[str], round3: list[str]) -> str:
     v = fig["verdicts"]
     out = [
         "# Scoring correctness",
@@ -443,6 +443,7 @@ def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict,
     ]
     out += _hedge_section(hedges)
     out += round2
+    out += round3
     out += [
         "## Speed, in-process, one core, gold cache warm (median of 3 passes, CPU time)",
         "",
@@ -469,6 +470,8 @@ def main() -> None:
     table = build_scorers()
     round2 = [*correctness_r2.class_section(correctness_r2.class_figures(table)),
               *correctness_r2.digit_forms(table), *cost_section()]
+    round3 = [correctness_r3.DECISIONS, *correctness_r3.audit_section(correctness_r3.audit(table)),
+              *correctness_r3.round3_section(table), *correctness_r3.cost_section()]
     for name, (agree, n) in fig["agreement"].items():
         print(f"{name:12s} agreement {agree}/{n} = {agree / n:.4%}")
     for name, r in rate.items():
@@ -476,7 +479,7 @@ def main() -> None:
     print("math-verify cases right:", {k: v for k, v in suite.items() if k != "missed"})
     print("hedge corpus:", hedges)
     if not args.no_write:
-        DOC.write_text(render(rows, fig, rate, suite, hedges, round2))
+        DOC.write_text(render(rows, fig, rate, suite, hedges, round2, round3))
         print(f"wrote {DOC}")
 
 

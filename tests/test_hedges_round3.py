@@ -237,3 +237,19 @@ def test_condition_gate_answers_as_the_pattern() -> None:
                 t[s0:s1])
             checked += 1
     assert checked > 10_000
+
+
+@pytest.mark.needs_data
+def test_disagreement_audit_is_all_judged() -> None:
+    """The audit of docs/CORRECTNESS.md holds: ``math`` and ``math_verify`` agree on every
+    response of ``corpus.jsonl`` and of the Qwen file; the items where a profile and the label
+    differ, and the groups the second reading lists, all have a judgement."""
+    from bench import correctness_r3
+
+    fig = correctness_r3.audit(S)
+    assert len(fig["rows"]) == 6526 + 800
+    assert fig["profile_diff"] == []
+    assert {r["gold"] for r in fig["label_diff"]} == {"10{,}000"}
+    lines = correctness_r3.audit_section(fig)
+    assert not any("not yet judged" in line for line in lines)
+    assert "| library right | 0 |" in lines
