@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 
 import httpx
 import pytest
@@ -161,12 +161,9 @@ def test_letter_gold_only_for_a_factor() -> None:
 @pytest.mark.needs_data
 @pytest.mark.parametrize("fold", ["dev", "held_out"])
 def test_round3_corpus_per_class(fold: str) -> None:
-    table: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    for r in generate(folds=(fold,)):
-        v = S["math"](r["response"], r["gold"], {})
-        c = table[(r["class"], r["kind"])]
-        c["rows"] += 1
-        c["refused" if v.status != "correct" else "paid"] += 1
+    from bench.correctness_r3 import round3_figures
+
+    table = round3_figures(S, fold)
     assert {cls for cls, _ in table} == {"per_reading", "counterfactual_commit", "case_reject",
                                          "every_reading", "inequality_forms",
                                          "endpoint_controls"}
