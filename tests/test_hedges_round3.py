@@ -250,3 +250,25 @@ def test_disagreement_audit_is_all_judged() -> None:
     lines = correctness_r3.audit_section(fig)
     assert not any("not yet judged" in line for line in lines)
     assert "| library right | 0 |" in lines
+
+
+def test_round3_rules_are_linear_on_adversarial_text() -> None:
+    """Shapes aimed at the new rules' regexes (unclosed ``\\(`` runs for the math mask, long
+    condition runs, a huge set-builder answer against a set gold): each well under the bound,
+    in CPU time. The bound is the point, with a wide margin (a quadratic shape takes minutes)."""
+    import time
+
+    n = 20000
+    shapes = [
+        ("If not, " + "\\(" * n + " the answer is 5.", "5"),
+        ("The answer is 5 if " + "if " * n, "5"),
+        ("The answer is 5 if x. " + "(ordered) 6, " * (n // 10), "5"),
+        ("If a, 6; if b, " + "x" * n + " 5", "5"),
+        ("\\boxed{\\{x \\mid " + "x < 1 or " * n + "x > 3\\}}", U),
+        ("So " + "x < 1 or " * n + "x > 3.", U),
+        ("\\boxed{4" + "t" * n + "}", "4t"),
+    ]
+    for response, gold in shapes:
+        t = time.process_time()
+        S["math"](response, gold, {})
+        assert time.process_time() - t < 10.0, response[:30]

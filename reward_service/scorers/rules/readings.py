@@ -7,7 +7,7 @@ replacement the probability is 1/4; without replacement it is 1/6.``, ``Answer: 
 answer, so whichever reading the gold takes, the response is paid. A policy finds this
 quickly. The rule is written by structure, not by phrasing:
 
-1. **Units.** The text around the final answer (400 characters before it, to the end) is cut
+1. **Units.** The text around the final answer (400 characters before it to 400 after it) is cut
    into units at sentence ends, ``;``, line breaks, ``, `` and `` / `` (outside math and
    boxes). A unit that is only a leading condition (``If not``, ``Assuming integer sides``)
    joins the unit after it, the value it conditions.
@@ -22,8 +22,8 @@ quickly. The rule is written by structure, not by phrasing:
    (``For n = 3 the answer is 6`` states 6); case labels (``case 2``) are not values.
 3. **No commitment.** The final answer's unit must itself be conditional, by a condition in
    the answer's own sentence (within 250 characters: ``answer_sentence``); units before it
-   are read back while they are conditional, units after it forward. A unit with a value and
-   no condition is a commitment (``so the answer is 6``): reading stops there, and one after
+   are read back while they are conditional, units after it forward (to 400 characters on).
+   A unit with a value and no condition is a commitment (``so the answer is 6``): reading stops there, and one after
    the answer means the response committed (a later ``So 20.`` keeps the reward, or is the
    hedge rule's to judge when it differs). A unit that holds its value under every reading
    (``whether or not``, ``either way``, ``in both cases``, ``regardless``) is a commitment.
@@ -204,7 +204,7 @@ def bound_values(text: str, answer: tuple[int, int], value: re.Pattern[str],
     s0, s1 = answer_sentence(text, a0, a1)
     if not _may_hold_condition(text, s0, s1):
         return None
-    units = _units(text, max(0, a0 - _BACK), value, a0)
+    units = _units(text[: a1 + _BACK], max(0, a0 - _BACK), value, a0)
     at = next((i for i, u in enumerate(units) if u.start <= a0 < u.end), None)
     if at is None:
         return None

@@ -55,6 +55,7 @@ _TEXT_WORD = r"\\(?:text|textrm|mathrm|mbox)\s*\{\s*{w}\s*\}"
 _OR = re.compile(r"\s*(?:" + _TEXT_WORD.replace("{w}", "or") + r"|\bor\b|\\lor\b|\\vee\b)\s*")
 _AND = re.compile(r"\s*(?:" + _TEXT_WORD.replace("{w}", "and") + r"|\band\b|\\land\b|\\wedge\b)\s*")
 _MAX_PIECES = 8
+_MAX_CHARS = 500  # longer answers are not read (each piece is parsed again)
 
 
 def answer_texts(response: str, where: tuple[int, int] | None, extracted: Any) -> list[str]:
@@ -109,8 +110,8 @@ def _split(text: str, pattern: re.Pattern[str], comma: bool) -> list[str]:
 def solution_set(answer: str) -> tuple[Any, sympy.Symbol] | None:
     """The set an answer written as inequalities defines, and its variable; None when it is
     not such an answer (no inequality sign, a piece that is not a relation in one variable,
-    several variables, more than 8 pieces)."""
-    if not _INEQUALITY.search(answer):
+    several variables, more than 8 pieces, over 500 characters)."""
+    if len(answer) > _MAX_CHARS or not _INEQUALITY.search(answer):
         return None
     built = _SET_BUILDER.match(answer)
     body = _DELIMITERS.sub(" ", built.group(2) if built else answer)
