@@ -126,12 +126,27 @@ def _distinct_boxed(text: str) -> list[str] | None:
 _PHRASE = re.compile(r"answer", re.IGNORECASE)
 
 
+# the last match answer_span read, and its span: the rules of one item ask for the same match
+# several times (rule 1, rule 9), and reading its 40 named groups is most of the cost. The
+# match is held, so its identity cannot be reused while it is here.
+_LAST_SPAN: list[Any] = [None, (0, 0, 0)]
+
+
 def answer_span(where: re.Match[str]) -> tuple[int, int, int]:
     """(commitment start, answer start, answer end) of the library's final answer. The answer
     is what its named groups matched (a phrase pattern may span an earlier statement: ``answer
     is 32. The answer is $\\frac58$``); the plain-\\boxed pattern runs to the end of the
     text, so there it is the last box. The commitment starts at the last ``answer`` before the
     answer within the match, or at a box; else the answer is a bare value."""
+    if _LAST_SPAN[0] is where:
+        span: tuple[int, int, int] = _LAST_SPAN[1]
+        return span
+    span = _answer_span(where)
+    _LAST_SPAN[:] = [where, span]
+    return span
+
+
+def _answer_span(where: re.Match[str]) -> tuple[int, int, int]:
     if where.groupdict().get("first_latexBoxed"):
         boxes = boxed_answers(where.group(0))
         if boxes:
