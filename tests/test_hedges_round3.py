@@ -216,13 +216,14 @@ def test_through_the_service(client: httpx.Client) -> None:
 
 @pytest.mark.needs_data
 def test_condition_gate_answers_as_the_pattern() -> None:
-    """``readings._may_hold_condition`` (a lower-case stem test before the regex) says what
-    ``_CONDITION.search`` says, on every sentence of corpus responses, the round-3 corpus and
+    """``readings._may_hold_condition`` (a lower-case stem test, then the pattern on the lower
+    case) says what ``_condition`` on the sentence says, on every sentence of corpus responses, the round-3 corpus and
     hand-made ones (upper case, a line break in ``up to``, a non-ASCII sentence)."""
-    from reward_service.scorers.rules.readings import _CONDITION, _may_hold_condition
+    from reward_service.scorers.rules.readings import _condition, _may_hold_condition
     from tests.helpers import read_jsonl
 
     hand = ["IF NOT, 10", "Up\nto rotation, 2", "(Ordered) 20", "\u017fuppose it is 5",
+            "For real sides: 13", "ways for the committee", "and FOR odd n, 3", "x; for y, 2",
             "the answer is 5 (mean)", "case\t3 gives 4", "Assuming x: 5", "the value is 5"]
     texts = [r["response"] for r in read_jsonl("corpus.jsonl")[::5]]
     texts += [r["response"] for r in generate()] + hand
@@ -230,7 +231,7 @@ def test_condition_gate_answers_as_the_pattern() -> None:
     for t in texts:
         cuts = [0, *(m.end() for m in re.finditer(r"[.!?]\s|\n", t)), len(t)]
         for s0, s1 in itertools.pairwise(cuts):
-            assert _may_hold_condition(t, s0, s1) == (_CONDITION.search(t, s0, s1) is not None), (
+            assert _may_hold_condition(t, s0, s1) == (_condition(t[s0:s1]) is not None), (
                 t[s0:s1])
             checked += 1
     assert checked > 10_000

@@ -55,22 +55,37 @@ _STEMS = ("if", "unless", "assum", "provided", "suppos", "case", "otherwise", "e
           "allowing", "depending", "taking", "treating", "considering", "regarding",
           "interpreting", "reading", "viewing", "\\([a-z]")
 _MAX_UNITS = 40
-# condition words; "for"/"with"/"when" only count as whole words (``formula`` is not one)
-_CONDITION = re.compile(
+# condition words, as whole words (``formula`` is not one)
+_CONDITION_WORDS = (
     r"\b(?:if|unless|assuming|assume|provided|supposing|suppose|in\s+case|otherwise|else"
     r"|when(?:ever)?|with|without|for|under|counting|up\s+to|ignoring|including|excluding"
     r"|allowing|disallowing|depending\s+on|taking|treating|considering|regarding|interpreting"
     r"|reading|viewing)\b"
     r"|\bcase\s*\d+\b|\b(?:first|second|third|other|latter|former|last)\s+case\b"
-    r"|\((?:[a-zA-Z][a-zA-Z\s-]{1,40})\)",
-    re.IGNORECASE,
+    r"|\((?:[a-zA-Z][a-zA-Z\s-]{1,40})\)"
 )
+_CONDITION = re.compile(_CONDITION_WORDS, re.IGNORECASE)
+_CONDITION_LOWER = re.compile(_CONDITION_WORDS)  # the same on lower-case ASCII text, faster
+# "for" is a condition only where it opens a clause ("For real sides: 13"; not "the number of
+# ways for the committee is 20")
+_OPENS_CLAUSE = re.compile(r"(?:^|[,;:.!?(\n/*>-]|\b(?:and|or|but|while|whereas|then|also))\s*$",
+                           re.IGNORECASE)
 _UNIVERSAL = re.compile(
     r"\b(?:whether|regardless|either\s+way|in\s+(?:all|both|every|each|any)\s+(?:cases?|readings?"
     r"|interpretations?)|under\s+(?:all|both|every|each|any)\b)",
     re.IGNORECASE,
 )
 _STEM = re.compile("|".join(_STEMS))
+
+
+def _condition(piece: str, pattern: re.Pattern[str] = _CONDITION) -> re.Match[str] | None:
+    """The first condition in ``piece``: a match of ``pattern`` (``_CONDITION``, or
+    ``_CONDITION_LOWER`` on lower-case ASCII), ``for`` only where it opens a clause."""
+    for m in pattern.finditer(piece):
+        if m.group(0).lower() != "for" or _OPENS_CLAUSE.search(piece, max(0, m.start() - 12),
+                                                               m.start()):
+            return m
+    return None
 # numbers that label, not state: "case 2", "part 3", "step 4"
 _LABELS = re.compile(r"\b(?:case|part|step|scenario|option|reading|interpretation)\s*\(?\d+\)?",
                      re.IGNORECASE)
@@ -119,14 +134,15 @@ def _unit(text: str, start: int, end: int, value: re.Pattern[str], need_value: b
     piece = text[start:end]
     lead = _LEADING.match(piece)
     body_at = lead.end() if lead else 0
-    cond = _CONDITION.search(piece, body_at)
+    cond = _condition(piece[body_at:])
+    cond_start = body_at + cond.start() if cond is not None else -1
     universal = _UNIVERSAL.search(piece) is not None
     if cond is None and not need_value:
         return Unit(start, end, None, None, universal)
     scrubbed = _LABELS.sub(lambda m: "#" * len(m.group(0)), piece)  # for values only
     values = [m for m in value.finditer(scrubbed) if m.group(0).strip()]
-    if cond is not None and cond.start() > body_at:  # "6 if we count 3 colours": before it
-        before = [m for m in values if m.end() <= cond.start()]
+    if cond is not None and cond_start > body_at:  # "6 if we count 3 colours": before it
+        before = [m for m in values if m.end() <= cond_start]
         values = before or values
     stated = values[-1] if values else None
     shown = None
@@ -135,12 +151,11 @@ def _unit(text: str, start: int, end: int, value: re.Pattern[str], need_value: b
         shown = (groups[0] if groups else stated.group(0)).strip()
     condition = None
     if cond is not None:
-        condition = re.sub(r"\s+", " ", piece[cond.start():].lower())
-        if stated is not None and stated.start() >= cond.start():  # leading: up to the value
-            condition = re.sub(r"\s+", " ", piece[cond.start():stated.start()].lower())
-    return Unit(start, end, condition, shown, universal,
-                cond is not None and cond.start() == body_at,
-                start + cond.start() if cond is not None else -1)
+        condition = re.sub(r"\s+", " ", piece[cond_start:].lower())
+        if stated is not None and stated.start() >= cond_start:  # leading: up to the value
+            condition = re.sub(r"\s+", " ", piece[cond_start:stated.start()].lower())
+    return Unit(start, end, condition, shown, universal, cond_start == body_at,
+                start + cond_start if cond is not None else -1)
 
 
 def _units(text: str, lo: int, value: re.Pattern[str], answer_at: int) -> list[Unit]:
@@ -185,13 +200,14 @@ def answer_sentence(text: str, a0: int, a1: int) -> tuple[int, int]:
 
 
 def _may_hold_condition(text: str, s0: int, s1: int) -> bool:
-    """``_CONDITION`` matches in ``text[s0:s1]``; for an ASCII sentence tried only after the
-    cheaper ``_STEM`` on its lower case (every match of ``_CONDITION`` holds one; for ASCII
-    text ``str.lower`` is the regex's IGNORECASE)."""
+    """A condition (``_condition``) stands in ``text[s0:s1]``; for an ASCII sentence tried
+    only after the cheaper ``_STEM``, both on its lower case (every match of ``_CONDITION``
+    holds a stem; for ASCII text ``str.lower`` is the regex's IGNORECASE)."""
     piece = text[s0:s1]
-    if piece.isascii() and _STEM.search(piece.lower()) is None:
-        return False
-    return _CONDITION.search(text, s0, s1) is not None
+    if piece.isascii():
+        lowered = piece.lower()
+        return _STEM.search(lowered) is not None and _condition(lowered, _CONDITION_LOWER) is not None
+    return _condition(piece) is not None
 
 
 def bound_values(text: str, answer: tuple[int, int], value: re.Pattern[str],
