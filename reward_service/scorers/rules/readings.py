@@ -13,7 +13,7 @@ quickly. The rule is written by structure, not by phrasing:
    joins the unit after it, the value it conditions.
 2. **Bound values.** A unit is *conditional* when it holds a condition: a condition word (if,
    unless, assuming, provided, supposing, in case, otherwise, else, when, with, without,
-   for, under, counting, up to, ignoring, including, excluding, allowing, depending on, and
+   for (where it opens a clause: ``For real sides: 13``), under, counting, up to, ignoring, including, excluding, allowing, depending on, and
    the participles that set a reading: taking, treating, considering, regarding,
    interpreting, reading, viewing), a
    numbered or ordinal case (``case 2``, ``in the other case``), or a parenthesised qualifier
@@ -44,11 +44,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["bound_values", "reading_reason"]
+__all__ = ["answer_sentence", "bound_values", "may_bind", "reading_reason"]
 
 _BACK = 400
 _NEAR = 250  # the final answer's condition is in its own sentence, this close
-_ENDS = (". ", "! ", "? ", "\n")
 # every match of _CONDITION holds a match of one of these, in lower case (a cheap first test)
 _STEMS = ("if", "unless", "assum", "provided", "suppos", "case", "otherwise", "else", "when",
           "with", "for", "under", "counting", "up\\s", "ignoring", "including", "excluding",
@@ -182,21 +181,20 @@ def _units(text: str, lo: int, value: re.Pattern[str], answer_at: int) -> list[U
 
 
 def answer_sentence(text: str, a0: int, a1: int) -> tuple[int, int]:
-    """The sentence holding the final answer at ``a0:a1``: from the last sentence end
-    (``.``/``!``/``?`` and a space, or a line break) before it, at most ``_NEAR`` characters
-    back, to the first after it, at most ``_NEAR`` characters on."""
+    """The sentence holding the final answer at ``a0:a1``: from the last sentence end (``.``
+    and a space, or a line break) before it, at most ``_NEAR`` characters back, to the first
+    after it, at most ``_NEAR`` characters on."""
     lo, hi = max(0, a0 - _NEAR), min(len(text), a1 + _NEAR)
-    s0 = lo
-    for end in _ENDS:
-        at = text.rfind(end, lo, a0)
-        if at >= 0:
-            s0 = max(s0, at + len(end))
-    s1 = hi
-    for end in _ENDS:
-        at = text.find(end, a1, hi)
-        if at >= 0:
-            s1 = min(s1, at)
-    return s0, s1
+    dot, line = text.rfind(". ", lo, a0), text.rfind("\n", lo, a0)
+    s0 = max(lo, dot + 2 if dot >= 0 else 0, line + 1)
+    ends = [at for at in (text.find(". ", a1, hi), text.find("\n", a1, hi)) if at >= 0]
+    return s0, min(ends, default=hi)
+
+
+def may_bind(text: str, a0: int, a1: int) -> bool:
+    """Whether the final answer at ``a0:a1`` may be bound to a reading: its sentence holds a
+    condition. False for most answers, and cheap; :func:`bound_values` decides."""
+    return _may_hold_condition(text, *answer_sentence(text, a0, a1))
 
 
 def _may_hold_condition(text: str, s0: int, s1: int) -> bool:

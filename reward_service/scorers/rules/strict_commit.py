@@ -226,5 +226,7 @@ def per_reading(text: str, where: re.Match[str] | None, pred: list[Any], gold: A
     if where is None or _several(gold):
         return None
     _, a0, a1 = answer_span(where)
+    if not readings.may_bind(text, a0, a1):
+        return None
     bound = readings.bound_values(text, (a0, a1), MATH_VALUE, _same_as(pred))
     return readings.reading_reason(bound, clip) if bound else None
