@@ -48,9 +48,10 @@ __all__ = ["answer_sentence", "bound_values", "may_bind", "reading_reason"]
 
 _BACK = 400
 _NEAR = 250  # the final answer's condition is in its own sentence, this close
-# every match of _CONDITION holds a match of one of these, in lower case (a cheap first test)
+# every match of _CONDITION but "for" holds a match of one of these, in lower case (a cheap
+# first test; "for" is tested apart, _may_hold_condition)
 _STEMS = ("if", "unless", "assum", "provided", "suppos", "case", "otherwise", "else", "when",
-          "with", "for", "under", "counting", "up\\s", "ignoring", "including", "excluding",
+          "with", "under", "counting", "up\\s", "ignoring", "including", "excluding",
           "allowing", "depending", "taking", "treating", "considering", "regarding",
           "interpreting", "reading", "viewing", "\\([a-z]")
 _MAX_UNITS = 40
@@ -75,6 +76,7 @@ _UNIVERSAL = re.compile(
     re.IGNORECASE,
 )
 _STEM = re.compile("|".join(_STEMS))
+_FOR = re.compile(r"\bfor\b")
 
 
 def _condition(piece: str, pattern: re.Pattern[str] = _CONDITION) -> re.Match[str] | None:
@@ -204,7 +206,14 @@ def _may_hold_condition(text: str, s0: int, s1: int) -> bool:
     piece = text[s0:s1]
     if piece.isascii():
         lowered = piece.lower()
-        return _STEM.search(lowered) is not None and _condition(lowered, _CONDITION_LOWER) is not None
+        if _STEM.search(lowered) is None:
+            # the stems but "for": a sentence holding only "for" (most that pass) is tested
+            # for an opening "for" alone
+            if "for" not in lowered:
+                return False
+            return any(_OPENS_CLAUSE.search(lowered, max(0, m.start() - 12), m.start())
+                       for m in _FOR.finditer(lowered))
+        return _condition(lowered, _CONDITION_LOWER) is not None
     return _condition(piece) is not None
 
 
