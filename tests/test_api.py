@@ -39,7 +39,7 @@ def test_results_in_order_with_ids_and_statuses(client: httpx.Client) -> None:
     assert body["count"] == 6
     assert body["statuses"]["correct"] == 3
     first = body["results"][0]
-    assert first["extracted"] == "\\frac{1}{2}" and first["scorer_version"].startswith("2.2")
+    assert first["extracted"] == "\\frac{1}{2}" and first["scorer_version"].startswith("2.3")
     assert first["elapsed_s"] > 0
     assert body["results"][1]["extracted"] == "17"
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 from math_verify import parse, verify
 
 from bench.correctness import r2 as correctness_r2
+from bench.correctness import r3 as correctness_r3
 from bench.correctness.doc import cost_section, render
 from bench.correctness.judgements import PROFILES
 from reward_service.scorers import rule_of
@@ -76,6 +78,12 @@ def speed(rows: list[dict], passes: int = 3) -> dict[str, float]:
                 fn(r["response"], r["gold"], {})
             rates[name].append(len(rows) / (time.process_time() - t))
     return {name: statistics.median(r) for name, r in rates.items()}
+
+
+def _speed_in_doc() -> dict[str, float]:
+    """The speed table of the current ``docs/CORRECTNESS.md`` (``--keep-speed``)."""
+    found = dict(re.findall(r"^\| `(\w+)` \| (\d+) \|$", DOC.read_text().split("## Speed")[-1], re.M))
+    return {name: float(found[name]) for name in PROFILES}
 
 
 def math_verify_suite() -> dict:
@@ -141,16 +149,21 @@ def golden_differences() -> tuple[int, list[tuple[dict, str, str, str | None]]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-write", action="store_true", help="print figures, leave the doc")
+    ap.add_argument("--keep-speed", action="store_true",
+                    help="take the speed table from the current doc instead of measuring it "
+                         "(to rewrite the verdict sections when no quiet CPU is to be had)")
     args = ap.parse_args()
     install_patches()  # as a worker runs (verdicts do not depend on it)
     rows = _rows()
     fig = corpus_figures(rows)
-    rate = speed(rows)
+    rate = _speed_in_doc() if args.keep_speed else speed(rows)
     suite = math_verify_suite()
     hedges = hedge_figures()
     table = build_scorers()
     round2 = [*correctness_r2.class_section(correctness_r2.class_figures(table)),
               *correctness_r2.digit_forms(table), *cost_section()]
+    round3 = [correctness_r3.DECISIONS, *correctness_r3.audit_section(correctness_r3.audit(table)),
+              *correctness_r3.round3_section(table), *correctness_r3.cost_section()]
     for name, (agree, n) in fig["agreement"].items():
         print(f"{name:12s} agreement {agree}/{n} = {agree / n:.4%}")
     for name, r in rate.items():
@@ -158,7 +171,8 @@ def main() -> None:
     print("math-verify cases right:", {k: v for k, v in suite.items() if k != "missed"})
     print("hedge corpus:", hedges)
     if not args.no_write:
-        DOC.write_text(render(rows, fig, rate, suite, hedges, round2, golden_differences()))
+        DOC.write_text(render(rows, fig, rate, suite, hedges, round2, golden_differences(),
+                              round3))
         print(f"wrote {DOC}")
 
 

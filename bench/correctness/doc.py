@@ -137,7 +137,8 @@ def cost_section() -> list[str]:
 
 def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict,
            hedges: dict[str, dict[str, int]], round2: list[str],
-           golden: tuple[int, list[tuple[dict, str, str, str | None]]]) -> str:
+           golden: tuple[int, list[tuple[dict, str, str, str | None]]],
+           round3: list[str]) -> str:
     v = fig["verdicts"]
     out = [
         "# Scoring correctness",
@@ -256,6 +257,7 @@ def render(rows: list[dict], fig: dict, rate: dict[str, float], suite: dict,
     ]
     out += _hedge_section(hedges)
     out += round2
+    out += round3
     out += [
         "## Speed, in-process, one core, gold cache warm (median of 3 passes, CPU time)",
         "",

@@ -10,8 +10,8 @@ a bare number), so a revised answer (``the answer is 7. Wait ... the answer is 8
 by its last statement. A box is a declaration of the final answer: two different boxes are
 two final answers, not a revision (rule 1).
 
-Rules (the value rules 7, 2, 3, 4, 6 run first, then the answer rules 1 and 5 on what is
-still correct); each is documented in full beside its code:
+Rules (the value rules 7, 8, 2, 3, 4, 6 run first, then the answer rules 1, 9 and 5 on what
+is still correct); each is documented in full beside its code:
 
 1. **One committed answer** (veto). A response earns the reward only if it commits to one
    final answer: different ``\\boxed{}`` answers, or alternatives in the response's closing
@@ -24,13 +24,21 @@ still correct); each is documented in full beside its code:
    per gold, chosen by the gold alone (``10%`` matches ``10`` and ``0.1``; ``1000%`` does
    not match ``10``, ``0.1%`` does not match ``0.1``). ``strict_values.py``.
 4. **Inequality for an interval** (rescue). Answer ``1 \\le x < 2`` matches gold
-   ``[1, 2)``. ``strict_values.py``.
+   ``[1, 2)`` (``strict_values.py``); a union of inequalities (``x < 2 or x > 3``), a chained
+   one and set-builder notation (``\\{x \\mid -1 < x \\le 5\\}``) match the equal interval
+   or union, endpoints included (``solution_sets.py``).
 5. **Units must not contradict** (veto). ``10\\text{ m}`` is not ``10\\text{ cm}``; a unit
    on one side only, or a word not in the table, refuses nothing. ``strict_forms.py``.
 6. **Nothing dropped** (veto). When the normaliser deleted an element (``\\ldots``), the two
    must be the same as written. ``strict_forms.py``.
 7. **Scientific notation** (both ways). ``1e5`` is read as its value ``100000``, not as its
    mantissa (:func:`read_scientific`). ``strict_forms.py``.
+8. **A gold's trailing letter is a variable** (both ways). The library deletes ``t``, ``h``,
+   ``c``, ... after a number as units, so gold ``4t`` reads as ``4``; a letter written right
+   after a digit or ``}`` in the gold is kept, on both sides. ``variables.py``.
+9. **One answer, not one per reading** (veto, after rule 1). Values bound to different
+   readings or cases in the closing part with no commitment to one (``6 if rotations count
+   as different, 2 if they do not``) are refused (``per_reading``). ``readings.py``.
 
 Module map: this module holds the scorer and its flow (gold, extraction, the rules in
 order, the verdict); ``strict_read.py`` reads the response (the library's extraction,
@@ -39,7 +47,8 @@ keeping where the final answer was found; the boxes; a cached parse of a boxed a
 rules 5, 6, 7.
 
 Every overriding reason starts with its rule's label (``rules.py``: ``hedged``, ``exact``,
-``percent``, ``rescued``, ``units``, ``dropped``, ``scientific``).
+``percent``, ``rescued``, ``units``, ``dropped``, ``scientific``, ``variable``,
+``per_reading``).
 
 Handled as the library does, deliberately (tests pin each): ``x = 3`` and ``3`` match both
 ways, ``y = 3`` does not match ``x = 3`` (variables matter); ``x = 2 or x = 3`` matches gold
@@ -71,7 +80,8 @@ from reward_service.scorers.math_verify_scorer import (
     resource_error_reason,
 )
 from reward_service.scorers.rule_labels import rule_reason
-from reward_service.scorers.rules.strict_commit import MATH_VALUE, hedged
+from reward_service.scorers.rules.solution_sets import answer_texts, is_set_gold, union_rescue
+from reward_service.scorers.rules.strict_commit import MATH_VALUE, answer_span, hedged, per_reading
 from reward_service.scorers.rules.strict_forms import (
     dropped_element,
     read_scientific,
@@ -95,6 +105,7 @@ from reward_service.scorers.rules.text_forms import (
     symbols_as_words,
 )
 from reward_service.scorers.rules.think import judged_text, unclosed
+from reward_service.scorers.rules.variables import letter_gold, variable_verdict
 
 __all__ = ["MATH_VALUE", "MathStrictScorer", "boxed_answers", "gold_form", "read_scientific",
            "strict_gold"]
@@ -188,6 +199,14 @@ class MathStrictScorer:
         reason: str | None = None
         g0 = gold[0] if isinstance(gold[0], sympy.Basic) else None
         p0 = pred[0] if isinstance(pred[0], sympy.Basic) else None
+        letter = letter_gold(ground_truth)
+        if letter is not None:  # rule 8: decides the value both ways
+            texts = answer_texts(response, answer_span(where)[1:] if where else None, None)
+            kept = variable_verdict(gold_text, letter, texts[0] if texts else None)
+            if kept is not None:
+                if kept[0] != ok:
+                    ok, reason = kept
+                g0 = None  # the value rules read the library's parse, which lost the letter
         if g0 is not None and p0 is not None:
             decided = percent(g0, p0)
             if decided is not None:  # rule 3
@@ -201,6 +220,11 @@ class MathStrictScorer:
             elif not ok and relation_as_set(g0, p0):  # rule 4
                 ok, reason = True, rule_reason(
                     "rescued", "the inequality compared as a set (the library does not)")
+        if not ok and reason is None and g0 is not None and is_set_gold(g0):
+            # rule 4 widened: a union of inequalities, set-builder notation
+            span = answer_span(where)[1:] if where is not None else None
+            reason = union_rescue(g0, answer_texts(response, span, pred[-1]))
+            ok = reason is not None
         if not ok:
             return False, reason
         dropped = dropped_element(gold, pred)  # rule 6
@@ -209,6 +233,9 @@ class MathStrictScorer:
         hedge = hedged(response, where, pred, g0)  # rule 1
         if hedge is not None:
             return False, hedge
+        reading = per_reading(response, where, pred, g0)  # rule 9
+        if reading is not None:
+            return False, reading
         units = units_differ(ground_truth, where)  # rule 5
         if units is not None:
             return False, units

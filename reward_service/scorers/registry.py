@@ -24,14 +24,18 @@ SCORERS: dict[str, ScorerInfo] = {
     for s in (
         ScorerInfo(
             "math",
-            f"2.2+math-verify.{MATH_VERIFY_VERSION}",
+            f"2.3+math-verify.{MATH_VERIFY_VERSION}",
             "The default math profile: math_verify's extraction and comparison, plus rules "
             "where the library is wrong: a response earns the reward only if it commits to "
             "one final answer (more than one distinct candidate in its closing part, e.g. "
             "'5. Or maybe 6.', 'either 7 or 8', different \\boxed{} values, is refused), "
             "exact values stay exact (no 6-decimal rounding of 1e-7 vs 2e-7), 1e5 is read as "
             "its value, a percent is read one way, chosen by the gold's size (10% matches 0.1 "
-            "and 10; 1000% does not match 10), inequality vs interval, contradicting units. "
+            "and 10; 1000% does not match 10), inequalities vs an interval or union gold "
+            "(x < 2 or x > 3, -1 < x <= 5, set-builder; endpoints matter), contradicting "
+            "units, a gold's trailing letter kept as a variable (4t is not 4), and values "
+            "bound to different readings or cases with no commitment to one ('6 if rotations "
+            "count, 2 if not') are refused (per_reading). "
             "The reason of an overridden verdict starts with the rule's name (hedged: ...). "
             "Think blocks: judged on what follows </think>; an unclosed <think> is no_answer "
             "(unclosed_think); extra.think=false turns that off. Invisible characters removed, "

@@ -19,6 +19,10 @@ Labels:
 ``scientific``  ``1e5`` read as its value, not as its mantissa
 ``unclosed_think`` a ``<think>`` never closed: no answer was given (``math``, ``gsm8k``,
                 ``choice``, ``numeric``; status ``no_answer``)
+``variable``    the gold's trailing letter (``4t``) kept as a variable, which the library
+                deletes as a unit (``math``; both ways)
+``per_reading`` the closing part gives values bound to different readings or cases and
+                never commits to one (``math``)
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Iterable
 __all__ = ["RULES", "RULE_KEYS", "rule_counts", "rule_flags", "rule_of", "rule_reason"]
 
 RULES: tuple[str, ...] = ("hedged", "exact", "percent", "rescued", "units", "dropped", "scientific",
-                          "unclosed_think")
+                          "unclosed_think", "variable", "per_reading")
 # per-item log keys (OpenRLHF extra_logs, verl reward_extra_info): 1.0 where the rule decided
 RULE_KEYS: tuple[str, ...] = tuple(f"rule/{rule}" for rule in RULES)
 

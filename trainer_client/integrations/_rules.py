@@ -11,7 +11,7 @@ __all__ = ["RULES", "RULE_KEYS", "rule_flags"]
 
 #: The labels a rule puts before the colon of a verdict's ``reason`` (``hedged: ...``).
 RULES: tuple[str, ...] = ("hedged", "exact", "percent", "rescued", "units", "dropped", "scientific",
-                          "unclosed_think")
+                          "unclosed_think", "variable", "per_reading")
 #: Per-item log keys (verl's reward_extra_info): 1.0 where that rule decided the item.
 RULE_KEYS: tuple[str, ...] = tuple(f"rule/{rule}" for rule in RULES)
 

@@ -35,17 +35,18 @@ final answer's own span are that answer, not other candidates.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import sympy
 
 from reward_service.scorers.base import clip
 from reward_service.scorers.math_verify_scorer import verify_default
-from reward_service.scorers.rules import hedge
+from reward_service.scorers.rules import hedge, readings
 from reward_service.scorers.rules.number_words import WORDS, as_latex
 from reward_service.scorers.rules.strict_read import BOX, SPACES, boxed_answers, parse_boxed
 
-__all__ = ["MATH_VALUE", "hedged"]
+__all__ = ["MATH_VALUE", "answer_span", "hedged", "per_reading"]
 
 _BOX_JOIN = re.compile(
     r"^(?:\s|\$|,|;|\\[,;:!]|\\quad|\\qquad|\\text\{\s*(?:,?\s*(?:and|or)\s*)\}|\band\b|\bor\b)*$"
@@ -125,12 +126,27 @@ def _distinct_boxed(text: str) -> list[str] | None:
 _PHRASE = re.compile(r"answer", re.IGNORECASE)
 
 
-def _answer_span(where: re.Match[str]) -> tuple[int, int, int]:
+# the last match answer_span read, and its span: the rules of one item ask for the same match
+# several times (rule 1, rule 9), and reading its 40 named groups is most of the cost. The
+# match is held, so its identity cannot be reused while it is here.
+_LAST_SPAN: list[Any] = [None, (0, 0, 0)]
+
+
+def answer_span(where: re.Match[str]) -> tuple[int, int, int]:
     """(commitment start, answer start, answer end) of the library's final answer. The answer
     is what its named groups matched (a phrase pattern may span an earlier statement: ``answer
     is 32. The answer is $\\frac58$``); the plain-\\boxed pattern runs to the end of the
     text, so there it is the last box. The commitment starts at the last ``answer`` before the
     answer within the match, or at a box; else the answer is a bare value."""
+    if _LAST_SPAN[0] is where:
+        span: tuple[int, int, int] = _LAST_SPAN[1]
+        return span
+    span = _answer_span(where)
+    _LAST_SPAN[:] = [where, span]
+    return span
+
+
+def _answer_span(where: re.Match[str]) -> tuple[int, int, int]:
     if where.groupdict().get("first_latexBoxed"):
         boxes = boxed_answers(where.group(0))
         if boxes:
@@ -156,17 +172,23 @@ def _is_value(x: Any) -> bool:
     return not isinstance(x, sympy.core.relational.Relational)
 
 
-def _hedged_answers(text: str, where: re.Match[str] | None, pred: list[Any], boxes: list[str]) -> str | None:
-    """Rule 1: the reason when the response offers more than one distinct final answer
-    (hedge.py: its closing part), plus the distinct boxes found anywhere, else None."""
-    if where is None:
-        return None
-    commit, a0, a1 = _answer_span(where)
+def _same_as(pred: list[Any]) -> Callable[[str], bool]:
+    """Whether a candidate, as written, is the final answer ``pred`` (or no value at all)."""
 
     def same(value: str) -> bool:
         other = parse_boxed((as_latex(value),))
         return not other or not _is_value(other[0]) or verify_default(pred, other)
 
+    return same
+
+
+def _hedged_answers(text: str, where: re.Match[str] | None, pred: list[Any], boxes: list[str]) -> str | None:
+    """Rule 1: the reason when the response offers more than one distinct final answer
+    (hedge.py: its closing part), plus the distinct boxes found anywhere, else None."""
+    if where is None:
+        return None
+    commit, a0, a1 = answer_span(where)
+    same = _same_as(pred)
     others = hedge.distinct_candidates(text, commit, (a0, a1), MATH_VALUE_WORDS, same,
                                        scan=MATH_VALUE, holds=MATH_VALUE_HOLDS)
     others += [b for b in boxes if b not in others]
@@ -195,3 +217,16 @@ def hedged(text: str, where: re.Match[str] | None, pred: list[Any], gold: Any) -
         else None
     )
     return _hedged_answers(text, where, pred, distinct[:-1] if distinct else [])
+
+
+def per_reading(text: str, where: re.Match[str] | None, pred: list[Any], gold: Any) -> str | None:
+    """The ``per_reading`` reason when the closing part gives values bound to different
+    readings or cases and commits to none (``readings.py``), else None. Not for a gold of
+    several values (a multi-part answer states one value per part)."""
+    if where is None or _several(gold):
+        return None
+    _, a0, a1 = answer_span(where)
+    if not readings.may_bind(text, a0, a1):
+        return None
+    bound = readings.bound_values(text, (a0, a1), MATH_VALUE, _same_as(pred))
+    return readings.reading_reason(bound, clip) if bound else None
