@@ -201,8 +201,10 @@ def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
     limit = cfg.run.time_limit_s
     every_s = cfg.checkpoint.every_s
     next_save_s = every_s if every_s > 0 else float("inf")
-    out_of_time = False
-    while step < total_steps and not stop.is_set() and not out_of_time:
+    # `last` is decided once a step, and the loop ends on that decision alone: a `stop` that
+    # comes after it (while the step logs) ends the next step, which then evaluates and saves
+    last = stop.is_set()
+    while step < total_steps and not last:
         step += 1
         t_step = time.monotonic()
         row: dict[str, Any] = {"step": step}

@@ -157,6 +157,27 @@ def test_dynamic_sampling_trains_only_groups_with_a_spread(reward_url, tmp_path)
     assert all(r["train/skipped"] == 0 for r in rows if r["train/groups_trained"])
 
 
+def test_a_stop_while_a_step_logs_still_ends_on_a_saved_evaluated_step(reward_url, tmp_path):
+    """The stop flag set after a step decided it was not the last (here from the progress
+    callback, which runs after the step's metrics line: where a SIGTERM landed in CI) ends
+    the next step, which evaluates and saves. Before, the loop left at once: step 2 was the
+    last, with no checkpoint and no eval."""
+    import threading
+
+    from trainer_client.trainer import train
+
+    stop = threading.Event()
+    cfg = _local_cfg(reward_url, run={"steps": 50}, eval={"every": 1000},
+                     checkpoint={"every": 0})
+    res = train(cfg, output_dir=tmp_path, stop=stop,
+                progress=lambda step, row: stop.set() if step == 2 else None)
+    rows = _rows_so_far(tmp_path / "metrics.jsonl")
+    assert steps_of([r for r in rows if r["step"] > 0]) == [1, 2, 3]
+    assert res.last_step == 3 and res.stopped
+    assert [s for s, _ in list_checkpoints(tmp_path / "checkpoints")] == [3]
+    assert "eval/accuracy" in rows[-1]
+
+
 def test_resume_continues_without_repeating(reward_url, tmp_path):
     from trainer_client.trainer import train
 
