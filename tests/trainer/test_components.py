@@ -24,7 +24,16 @@ from trainer_client import (
 )
 from trainer_client.config import load_config
 from trainer_client.metrics import MetricsWriter, plot_reward_curve, read_metrics, reward_metrics
-from trainer_client.model import batch, checkpoint, grpo, policy, pretrained, rollout, tiny_model
+from trainer_client.model import (
+    batch,
+    checkpoint,
+    correction,
+    grpo,
+    policy,
+    pretrained,
+    rollout,
+    tiny_model,
+)
 from trainer_client.model.batch import make_train_batch
 from trainer_client.model.checkpoint import (
     finalize_checkpoint,
@@ -46,7 +55,7 @@ from trainer_client.trainer import allowed_token_ids
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("mod", [batch, checkpoint, config, data, errors, evaluate, grpo,
+@pytest.mark.parametrize("mod", [batch, checkpoint, config, correction, data, errors, evaluate, grpo,
                                  metrics, policy, pretrained, report, reward_client, rollout,
                                  settings, tiny_model, trainer, workers])
 def test_all_is_complete(mod):

@@ -6,9 +6,9 @@ every decoder layer, then the root, is wrapped with ``fully_shard``. Data parall
 rank trains on its slice ``rank::world_size`` of the batch; FSDP2's reduce-scatter
 averages the gradients.
 
-Collective methods (every rank must call them, in the same order): ``train_step``,
-``full_state_dict``, ``save_checkpoint``. The full state dicts are gathered onto rank 0
-(CPU) only; the other ranks return ``None``.
+Collective methods (every rank calls them, in order): ``train_step``, ``full_state_dict``,
+``save_checkpoint`` (full state dicts on rank 0, CPU; the others get ``None``); the rollout
+correction's sums and means over ranks are :mod:`trainer_client.model.correction`'s.
 
 Aggregation is exact across micro-batches and ranks: before a mini-batch's backward passes
 the ranks all-reduce its denominator (completion tokens for ``"token"``, sequences with at
@@ -22,8 +22,8 @@ and no separate scoring forward runs (``grpo.old_logprobs: auto``, a third of th
 compute); otherwise a no-grad forward before the update. Micro-batches take rows in order
 of length and are cut to their longest row: padding costs no compute.
 
-The model is kept in ``eval()`` mode, also while training: dropout would make the
-recomputed log-probabilities (and the ratio to them) noise. Gradients flow in eval mode.
+The model stays in ``eval()`` mode, also while training (gradients flow): dropout would
+make the recomputed log-probabilities, and the ratio to them, noise.
 """
 
 from __future__ import annotations
@@ -50,21 +50,14 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
+from trainer_client.model import correction as corr
 from trainer_client.model.batch import TrainBatch
 from trainer_client.model.checkpoint import (
     finalize_checkpoint,
     prune_checkpoints,
     tmp_checkpoint_path,
 )
-from trainer_client.model.grpo import (
-    MISMATCH_SUMS,
-    aggregate,
-    aggregation_weight,
-    grpo_loss,
-    mismatch_metrics,
-    rollout_mismatch_sums,
-    tis_weights,
-)
+from trainer_client.model.grpo import aggregate, aggregation_weight, grpo_loss
 from trainer_client.model.logprobs import first_completion_position, token_logprobs
 from trainer_client.model.pretrained import torch_dtype
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
@@ -91,6 +84,7 @@ class PolicyWorker:
         self.rank, self.world_size = rank, world_size
         self.device = torch.device(settings.device if settings.device == "cpu"
                                    else f"cuda:{torch.cuda.current_device()}")
+        self._ranks = (world_size, self.device)  # for the collectives of model/correction.py
         if not dist.is_initialized():
             os.environ["MASTER_ADDR"] = master_addr
             os.environ["MASTER_PORT"] = str(master_port)
@@ -236,7 +230,8 @@ class PolicyWorker:
             m = mb.completion_mask[:, 1:].to(self.device)  # [b, w]
             if old_lp is None:
                 old = lp.detach()
-                isw, sums, max_diff = self._correction_local(mb, old.cpu())
+                isw, sums, max_diff = corr.correction_local(mb, old.cpu(),
+                                                            self.settings.grpo.tis_cap)
                 if correction is not None:
                     correction.append((sums, max_diff))
                 isw = None if isw is None else isw.to(self.device)
@@ -274,7 +269,7 @@ class PolicyWorker:
         self.optimizer.zero_grad(set_to_none=True)
         share = self._backward(local, old_lp, ref_lp, with_entropy=False, add=lambda m: None,
                                is_weights=is_w)
-        loss = self._sum_over_ranks([share["losses/total"]])[0]
+        loss = corr.sum_over_ranks([share["losses/total"]], *self._ranks)[0]
         grads = {}
         for name, p in self.model.named_parameters():
             gr = p.grad
@@ -333,81 +328,25 @@ class PolicyWorker:
                 self.opt_steps += 1
         out = {k: sums[k] / counts[k] for k in sums}
         out["policy/lr"] = self._lr()
-        out = self._mean_over_ranks(out)
+        out = corr.mean_over_ranks(out, self.world_size,
+                              None if self.settings.device == "cpu" else self.device)
         # each rank holds its share of each mini-batch loss: the loss is their sum
-        totals = self._sum_over_ranks([sum(x[k] for x in losses) for k in _LOSS_KEYS]
-                                      + [float(mask.sum())])
+        totals = corr.sum_over_ranks([sum(x[k] for x in losses) for k in _LOSS_KEYS]
+                                + [float(mask.sum())], *self._ranks)
         for k, v in zip(_LOSS_KEYS, totals, strict=False):
             out[k] = v / max(1, len(losses))  # mean over optimizer steps
         out["policy/tokens"] = totals[-1]
         if reuse and local.rollout_logprobs is not None:
             local_sums = [sum(v) for v in zip(*(c[0] for c in correction), strict=True)]
-            mismatch = self._correction_metrics(local_sums, max(c[1] for c in correction))
+            mismatch = corr.correction_metrics(local_sums, max(c[1] for c in correction),
+                                          self.settings.grpo.tis_cap, *self._ranks)
         out.update(mismatch)
         return out
 
     def _rollout_correction(self, local: TrainBatch, old_lp: torch.Tensor
                             ) -> tuple[torch.Tensor | None, dict[str, float]]:
-        """Collective. The train/inference mismatch of this batch (the policy's probability
-        of each sampled completion token before the update against the rollout engine's,
-        :func:`~trainer_client.model.grpo.mismatch_metrics`, over all ranks) and, with
-        ``grpo.tis_cap``, the truncated importance weights ``[B_local, L-1]``."""
-        if local.rollout_logprobs is None:
-            return None, {}
-        weights, sums, max_diff = self._correction_local(local, old_lp)
-        return weights, self._correction_metrics(sums, max_diff)
-
-    def _correction_local(self, b: TrainBatch, old_lp: torch.Tensor
-                          ) -> tuple[torch.Tensor | None, list[float], float]:
-        """This rank's part of :meth:`_rollout_correction` for rows ``b`` (``old_lp``
-        ``[b, L-1]`` on the CPU): TIS weights (with ``grpo.tis_cap``), the mismatch sums
-        (:data:`MISMATCH_SUMS`, then the sum of weights and tokens at the cap) and the max
-        difference. Sums add over micro-batches and ranks."""
-        if b.rollout_logprobs is None:
-            return None, [], 0.0
-        mask = b.completion_mask[:, 1:]
-        rollout_lp = b.rollout_logprobs[:, 1:]
-        sums, max_diff = rollout_mismatch_sums(old_lp, rollout_lp, mask)
         cap = self.settings.grpo.tis_cap
-        weights: torch.Tensor | None = None
-        extra = [0.0, 0.0]  # sum of weights, tokens at the cap
-        if cap is not None:
-            weights = tis_weights(old_lp, rollout_lp, cap)
-            ok = mask.bool() & ~torch.isnan(rollout_lp)
-            extra = [float(weights[ok].sum()), float((weights[ok] >= cap).sum())]
-        return weights, sums + extra, max_diff
-
-    def _correction_metrics(self, sums: list[float], max_diff: float) -> dict[str, float]:
-        """Collective: the mismatch metrics of the batch from every rank's sums."""
-        cap = self.settings.grpo.tis_cap
-        total = self._sum_over_ranks(sums)
-        if self.world_size > 1:
-            t = torch.tensor([max_diff], dtype=torch.float64, device=self.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            max_diff = float(t.cpu())
-        out = mismatch_metrics(total[: len(MISMATCH_SUMS)], max_diff)
-        n = total[0]
-        if cap is not None and n > 0:
-            out["rollout/tis_weight_mean"] = total[-2] / n
-            out["rollout/tis_capped_fraction"] = total[-1] / n
-        return out
-
-    def _sum_over_ranks(self, values: list[float]) -> list[float]:
-        if self.world_size == 1:
-            return values
-        t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        dist.all_reduce(t)
-        return [float(v) for v in t.cpu().tolist()]
-
-    def _mean_over_ranks(self, metrics: dict[str, float]) -> dict[str, float]:
-        if self.world_size == 1:
-            return metrics
-        keys = sorted(metrics)
-        t = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
-        if self.settings.device != "cpu":
-            t = t.to(self.device)
-        dist.all_reduce(t)
-        return {k: float(v) / self.world_size for k, v in zip(keys, t.cpu().tolist(), strict=True)}
+        return corr.rollout_correction(local, old_lp, cap, *self._ranks)  # collective
 
     # -- weights out ----------------------------------------------------------------------
 
