@@ -69,6 +69,18 @@ def _cfg(url: str) -> Any:
         "log": {"loggers": LOGGERS, "rollouts_every": 1, "text_samples": 3}})
 
 
+def _newest_event_second(logdir: Path) -> int:
+    """The newest whole-second timestamp in the names of ``logdir``'s event files."""
+    return max(int(f.name.split(".")[3]) for f in logdir.glob("events.out.tfevents.*"))
+
+
+def _next_second_after(second: int) -> None:
+    """Wait for the wall clock to pass ``second`` (at most ~1 s): the event it waits on is
+    the clock itself, which names the next event file."""
+    while int(time.time()) <= second:
+        time.sleep(0.02)
+
+
 @pytest.fixture(scope="module")
 def run(reward_url, tmp_path_factory) -> Run:
     from trainer_client.trainer import train
@@ -96,9 +108,15 @@ def run(reward_url, tmp_path_factory) -> Run:
             fh.write(json.dumps({"step": 5, "rewards/mean": 99.0}) + "\n")
         from torch.utils.tensorboard import SummaryWriter
 
+        # TensorBoard orders event files by name, a timestamp in whole seconds first (then
+        # host, pid, and a per-process writer count compared as text: writer 10 sorts before
+        # writer 9): a crashed attempt's file, as a real crash's, is from an earlier second
+        # than the resumed run's, or the purge at the resume step never sees it
+        _next_second_after(_newest_event_second(out / "tensorboard"))
         w = SummaryWriter(str(out / "tensorboard"), filename_suffix=".crashed")
         w.add_scalar("rewards/mean", 99.0, 5)
         w.close()
+        _next_second_after(_newest_event_second(out / "tensorboard"))
         assert train(_cfg(reward_url), output_dir=out, max_steps=6, resume=True).last_step == 6
     # training chunks are scored on the "grpo-reward" threads, eval on the main thread;
     # every chunk of step t is scored before step t + 1 starts: 2 chunks a step, in order

@@ -84,7 +84,13 @@ def test_missing_logger_package_is_a_clear_error_before_the_model_loads(
     # ``sys.modules[name] = None`` is Python's own way to make ``import name`` fail
     monkeypatch.setitem(sys.modules, hidden, None)
     out = tmp_path / "out"
-    assert _cli(tmp_path, {"loggers": [logger]}, out) == 1
+    before = set(sys.modules)
+    try:
+        assert _cli(tmp_path, {"loggers": [logger]}, out) == 1
+    finally:  # a package imported while its dependency was hidden (mlflow without
+        # sqlalchemy) is half set up: later tests of this process must import it afresh
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
     err = capsys.readouterr().err
     assert f"bad config: config.log.loggers: {logger!r} needs the {hidden!r} package" in err
     assert "Traceback" not in err
