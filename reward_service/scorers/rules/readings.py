@@ -135,7 +135,8 @@ def _unit(text: str, start: int, end: int, value: re.Pattern[str], need_value: b
     piece = text[start:end]
     lead = _LEADING.match(piece)
     body_at = lead.end() if lead else 0
-    cond = _condition(piece[body_at:])
+    body = piece[body_at:]
+    cond = _condition(body.lower(), _CONDITION_LOWER) if body.isascii() else _condition(body)
     cond_start = body_at + cond.start() if cond is not None else -1
     universal = _UNIVERSAL.search(piece) is not None
     if cond is None and not need_value:
@@ -186,11 +187,14 @@ def answer_sentence(text: str, a0: int, a1: int) -> tuple[int, int]:
     """The sentence holding the final answer at ``a0:a1``: from the last sentence end (``.``
     and a space, or a line break) before it, at most ``_NEAR`` characters back, to the first
     after it, at most ``_NEAR`` characters on."""
-    lo, hi = max(0, a0 - _NEAR), min(len(text), a1 + _NEAR)
-    dot, line = text.rfind(". ", lo, a0), text.rfind("\n", lo, a0)
-    s0 = max(lo, dot + 2 if dot >= 0 else 0, line + 1)
-    ends = [at for at in (text.find(". ", a1, hi), text.find("\n", a1, hi)) if at >= 0]
-    return s0, min(ends, default=hi)
+    lo = a0 - _NEAR if a0 > _NEAR else 0
+    hi = min(len(text), a1 + _NEAR)
+    dot = text.rfind(". ", lo, a0)
+    s0 = max(lo, dot + 2 if dot >= 0 else 0, text.rfind("\n", lo, a0) + 1)
+    dot, line = text.find(". ", a1, hi), text.find("\n", a1, hi)
+    if dot < 0:
+        return s0, hi if line < 0 else line
+    return s0, dot if line < 0 or dot < line else line
 
 
 def may_bind(text: str, a0: int, a1: int) -> bool:
