@@ -182,6 +182,7 @@ def train(model: str, rounds: int = 3) -> dict[str, Any]:
 #: policy settings tried against the demo's (micro-batches of 8, FSDP2, SDPA attention)
 VARIANTS: dict[str, dict[str, Any]] = {
     "demo": {},
+    "recast": {"hold_params": False},  # FSDP2's default: a cast per micro-batch pass
     "micro32": {"micro_batch_size": 32},
     "eager_attn": {"attn_implementation": "eager"},
     "micro32_eager": {"micro_batch_size": 32, "attn_implementation": "eager"},

@@ -102,6 +102,8 @@ class PolicySettings:
     #   gradient reduction; log-probabilities always in fp32)
     device: str = "cpu"  # "cpu" (gloo) or "cuda" (nccl)
     fsdp: bool = True  # wrap with fully_shard (always on at world size > 1)
+    hold_params: bool = True  # world size 1: cast the parameters once per update, not per
+    #   micro-batch's forward and backward (model/sharding.py)
     micro_batch_size: int = 64  # sequences per forward/backward on one rank
     temperature: float = 1.0  # logits are divided by the sampling temperature
     allowed_token_ids: tuple[int, ...] | None = None  # same restriction as the sampler

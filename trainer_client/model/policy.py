@@ -2,7 +2,8 @@
 
 One :class:`PolicyWorker` per rank (a Ray actor, a spawned process, or the only process).
 Ranks form a torch.distributed group (gloo on CPU, nccl on GPU) over a 1-D device mesh;
-every decoder layer, then the root, is wrapped with ``fully_shard``. Data parallel: each
+every decoder layer, then the root, is wrapped with ``fully_shard`` (:mod:`.sharding`: at
+world size 1 the parameters are cast once per update, not per micro-batch). Data parallel: each
 rank trains on its slice ``rank::world_size`` of the batch; FSDP2's reduce-scatter
 averages the gradients.
 
@@ -47,7 +48,6 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from trainer_client.model import correction as corr
@@ -60,6 +60,7 @@ from trainer_client.model.checkpoint import (
 from trainer_client.model.grpo import aggregate, aggregation_weight, grpo_loss
 from trainer_client.model.logprobs import first_completion_position, token_logprobs
 from trainer_client.model.pretrained import torch_dtype
+from trainer_client.model.sharding import accumulate, shard
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 
 __all__ = ["GRPOSettings", "OptimSettings", "PolicySettings", "PolicyWorker", "token_logprobs"]
@@ -93,6 +94,7 @@ class PolicyWorker:
                                     timeout=timedelta(seconds=settings.dist_timeout_s))
         self.mesh = init_device_mesh(settings.device, (world_size,))
         self.fsdp = settings.fsdp or world_size > 1
+        self._hold = self.fsdp and world_size == 1 and settings.hold_params  # sharding.py
         self.compute_dtype = torch_dtype(settings.compute_dtype)
         self.model = self._load(settings.model_path, trainable=True)
         self.ref: torch.nn.Module | None = None
@@ -128,15 +130,9 @@ class PolicyWorker:
         model.to(self.device)  # type: ignore[arg-type]
         if trainable and self.settings.gradient_checkpointing:
             model.gradient_checkpointing_enable()
-        if self.fsdp:
-            # bf16 compute: FSDP2 casts the gathered parameters for forward/backward and
-            # reduces gradients in fp32 into the fp32 master weights the optimizer updates
-            mp = MixedPrecisionPolicy(param_dtype=self.compute_dtype, reduce_dtype=torch.float32) \
-                if self.compute_dtype != torch_dtype(self.settings.dtype) else MixedPrecisionPolicy()
-            layers = getattr(getattr(model, "model", None), "layers", None)
-            for layer in layers or []:
-                fully_shard(layer, mesh=self.mesh, mp_policy=mp)
-            fully_shard(model, mesh=self.mesh, mp_policy=mp)
+        if self.fsdp:  # bf16 compute, fp32 master weights and reduction: sharding.py
+            shard(model, self.mesh, compute=self.compute_dtype,
+                  master=torch_dtype(self.settings.dtype), hold=trainable and self._hold)
         model.eval()  # no dropout: log-probs of the same tokens are the same in every pass
         if not trainable:
             model.requires_grad_(False)
@@ -224,6 +220,8 @@ class PolicyWorker:
         share = dict.fromkeys(_LOSS_KEYS, 0.0)
         for i in range(0, len(mini), m_size):
             r = slice(i, i + m_size)
+            if self._hold:
+                accumulate(self.model, last=i + m_size >= len(mini))
             mb = mini.select(r).trimmed()
             w = mb.input_ids.shape[1] - 1  # [b, w]: this micro-batch's next-token positions
             lp, ent = self._logprobs(self.model, mb, with_entropy=with_entropy)
