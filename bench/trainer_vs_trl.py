@@ -48,6 +48,8 @@ from typing import Any
 
 import yaml
 
+from bench.race_results import ours_phases, plot, summarize, tables, trl_phases
+
 ROOT = Path(__file__).resolve().parents[1]
 TRL_DIR = Path(os.environ.get("REWARD_FRAMEWORKS_DIR", ROOT / ".venv" / "frameworks")) \
     / "trl-1.16.0"
@@ -164,35 +166,6 @@ def run_ours(config_path: Path, out: Path, url: str, timeout_s: float) -> dict[s
     return {"checkpoints": ckpts, "phases": ours_phases(rows)}
 
 
-def ours_phases(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Steps, tokens/s and mean seconds per step by phase, from our metrics lines (one per
-    step: the race sets ``run.log_every: 1``)."""
-    steps = [r for r in rows if r.get("step", 0) > 0]
-    b = len(steps)
-
-    def mean(k: str) -> float:
-        return sum(r.get(k, 0.0) for r in steps) / max(1, b)
-
-    # generated tokens of a step: its rollout time x its rollout tokens/s
-    gen_tokens = sum(r["throughput/rollout_tokens_per_second"] * r["timings/rollout_seconds"]
-                     for r in steps)
-    trained = [(r["throughput/train_tokens_per_second"] * r["timings/train_seconds"],
-                r["timings/train_seconds"]) for r in steps if "timings/train_seconds" in r]
-    return {
-        "steps": b,
-        "trained_steps": len(trained),  # the others had no reward spread (skip_no_signal)
-        "generated_tokens_per_s": gen_tokens / max(1e-9, sum(r["timings/rollout_seconds"]
-                                                              for r in steps)),
-        "trained_tokens_per_s": sum(t for t, _ in trained) / max(1e-9, sum(s for _, s in trained)),
-        "seconds_per_step": {"generate": mean("timings/rollout_seconds"),
-                             "reward_wait": mean("timings/reward_wait_seconds"),
-                             "train": mean("timings/train_seconds"),
-                             "sync": mean("timings/sync_seconds"),
-                             "checkpoint": mean("timings/checkpoint_seconds"),
-                             "step": mean("timings/step_seconds")},
-    }
-
-
 def trl_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{TRL_DIR}{os.pathsep}{ROOT}",
             "PYTHONDONTWRITEBYTECODE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -215,25 +188,6 @@ def run_trl(spec: dict[str, Any], out: Path, timeout_s: float) -> dict[str, Any]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"TRL runner failed ({proc.returncode}): {proc.stderr[-3000:]}")
     return json.loads(lines[-1])  # type: ignore[no-any-return]
-
-
-def trl_phases(report: dict[str, Any]) -> dict[str, Any]:
-    steps = report["steps"]
-    n = max(1, len(steps))
-    gen_s = sum(s["generate_s"] for s in steps)
-    train_s = sum(s["train_s"] for s in steps)
-    return {
-        "steps": len(steps),
-        "trained_steps": len(steps),
-        "generated_tokens_per_s": sum(s["completion_tokens"] for s in steps) / max(1e-9, gen_s),
-        "trained_tokens_per_s": sum(s["trained_tokens"] for s in steps) / max(1e-9, train_s),
-        "seconds_per_step": {
-            "generate": gen_s / n, "reward": sum(s["reward_s"] for s in steps) / n,
-            "generate_and_score": sum(s["generate_and_score_s"] for s in steps) / n,
-            "train": train_s / n,
-            "checkpoint": sum(c["save_s"] for c in report["checkpoints"]) / n,
-            "step": sum(s["step_s"] for s in steps) / n},
-    }
 
 
 def score(paths: Sequence[str], config: str, n_problems: int, url: str,
@@ -272,57 +226,6 @@ def score_here(paths: Sequence[str], cfg: Any, problems: Sequence[Any],
     return out
 
 
-def first_reach(points: Sequence[dict[str, Any]], target: float) -> float | None:
-    """The first wall-clock point at which ``points`` reach ``target`` accuracy."""
-    for p in points:
-        if p["accuracy"] >= target - 1e-12:
-            return float(p["wall_s"])
-    return None
-
-
-def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per round: TRL's final accuracy and wall; when ours first reached it; the ratio."""
-    out = []
-    for k in sorted({r["round"] for r in runs}):
-        by = {r["trainer"]: r for r in runs if r["round"] == k}
-        if set(by) != {"ours", "trl"} or not by["trl"]["points"]:
-            continue
-        trl_final = by["trl"]["points"][-1]
-        reach = first_reach(by["ours"]["points"], trl_final["accuracy"])
-        out.append({"round": k, "trl_final_accuracy": trl_final["accuracy"],
-                    "trl_final_wall_s": trl_final["wall_s"], "trl_steps": trl_final["step"],
-                    "ours_final_accuracy": by["ours"]["points"][-1]["accuracy"],
-                    "ours_steps": by["ours"]["points"][-1]["step"],
-                    "ours_reaches_trl_final_at_s": reach,
-                    "wall_ratio": None if reach is None else reach / trl_final["wall_s"]})
-    return out
-
-
-def plot(runs: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    colors = {"ours": "tab:blue", "trl": "tab:orange"}
-    for r in runs:
-        xs = [p["wall_s"] / 60 for p in r["points"]]
-        ys = [100 * p["accuracy"] for p in r["points"]]
-        ax.plot(xs, ys, marker="o", color=colors[r["trainer"]],
-                linestyle="-" if r["round"] % 2 else "--",
-                label=f"{r['trainer']} (round {r['round']}, {r['phases']['steps']} steps)")
-    ax.set_xlabel("wall-clock minutes of training")
-    ax.set_ylabel("held-out greedy accuracy (%)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default=str(ROOT / "configs" / "smollm2-addition-cpu.yaml"))
@@ -337,9 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="torch threads of TRL's process")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "trainer_vs_trl.json"))
     p.add_argument("--keep-checkpoints", action="store_true")
+    p.add_argument("--report", metavar="RESULTS_JSON",
+                   help="print the markdown tables of a results file, run nothing")
     p.add_argument("--score", nargs="+", metavar="MODEL_DIR", help=argparse.SUPPRESS)
     p.add_argument("--score-url", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.report:
+        print(tables(json.loads(Path(args.report).read_text())))
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     from transformers import AutoTokenizer

@@ -18,9 +18,9 @@ MAX_MODULES_PER_FOLDER = 15
 MAX_FUNCTION_LINES = 80
 
 
-def _modules() -> dict[str, Path]:
+def _modules(packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
+    for pkg in packages:
         for path in sorted((ROOT / pkg).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -34,6 +34,17 @@ MODULES = _modules()
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_module_is_small(name: str) -> None:
     lines = MODULES[name].read_text().count("\n")
+    assert lines <= MAX_MODULE_LINES, f"{name}: {lines} lines"
+
+
+BENCH = _modules(("bench",))
+
+
+@pytest.mark.parametrize("name", sorted(BENCH))
+def test_bench_module_is_small(name: str) -> None:
+    """The benches keep the size rule too (issue 40); their long report functions are
+    theirs to keep (only the packages' functions are held to MAX_FUNCTION_LINES)."""
+    lines = BENCH[name].read_text().count("\n")
     assert lines <= MAX_MODULE_LINES, f"{name}: {lines} lines"
 
 
