@@ -270,6 +270,8 @@ def train(cfg: TrainConfig, *, output_dir: str | Path | None = None, resume: boo
 
     base_path = _prepare_model(cfg, out)
     tokenizer = AutoTokenizer.from_pretrained(base_path)
+    if tokenizer.pad_token_id is None:  # e.g. a GGUF converted by transformers 5.17: rows
+        tokenizer.pad_token = tokenizer.eos_token  # are padded only where masked out
     train_set, eval_set = load_problems(cfg.data)
     allowed = allowed_token_ids(tokenizer, cfg.rollout.allowed_chars)
     start = _start_point(ckpt_root, base_path, resume)

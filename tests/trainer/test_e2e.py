@@ -157,6 +157,28 @@ def test_dynamic_sampling_trains_only_groups_with_a_spread(reward_url, tmp_path)
     assert all(r["train/skipped"] == 0 for r in rows if r["train/groups_trained"])
 
 
+def test_a_tokenizer_without_a_pad_token_trains(reward_url, tmp_path):
+    """A model whose tokenizer names no pad token (SmolLM2's GGUF converted by transformers
+    5.17 on the lent GPU machine: the first step died on ``int(None)``) trains; padding is
+    masked, so EOS pads."""
+    from transformers import AutoTokenizer
+
+    from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
+    from trainer_client.trainer import train
+
+    model = build_tiny_model(TinyModelSettings(), tmp_path / "m")
+    tok = AutoTokenizer.from_pretrained(model)
+    tok.pad_token = None
+    tok.save_pretrained(model)
+    assert AutoTokenizer.from_pretrained(model).pad_token_id is None  # the case under test
+    cfg = _local_cfg(reward_url, model={"path": str(model), "tiny": None},
+                     run={"steps": 2}, eval={"every": 0}, checkpoint={"every": 0})
+    train(cfg, output_dir=tmp_path / "out")
+    rows = [r for r in _rows_so_far(tmp_path / "out" / "metrics.jsonl") if r["step"] > 0]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert any("timings/train_seconds" in r for r in rows)  # a step really trained
+
+
 def test_a_stop_while_a_step_logs_still_ends_on_a_saved_evaluated_step(reward_url, tmp_path):
     """The stop flag set after a step decided it was not the last (here from the progress
     callback, which runs after the step's metrics line: where a SIGTERM landed in CI) ends
