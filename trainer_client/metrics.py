@@ -26,6 +26,9 @@ Keys (namespaced; units in the name where there is one):
 - ``eval/accuracy``, ``eval/status/<s>`` every ``eval.every`` steps
 - ``train/skipped``: 1 when no update was made (no reward of the step was available, or
   ``grpo.skip_no_signal`` and no group had a reward spread)
+- ``system/rss_gb``: resident memory at the step's end, this process and its child processes
+  summed (backend ``local``: the whole run, vLLM's engine process included; ``ray``: the
+  driver only, the actors are Ray's children)
 """
 
 from __future__ import annotations
@@ -183,3 +186,20 @@ def plot_reward_curve(metrics_path: str | Path, out_png: str | Path, *,
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def rss_gb() -> float | None:
+    """Resident memory of this process and its children, summed, in GB (shared pages
+    counted in each); None where psutil is missing (it comes with vLLM and Ray)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    me = psutil.Process()
+    total = 0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:  # a child that ended meanwhile
+            continue
+    return total / 1e9

@@ -48,7 +48,7 @@ import trainer_client.step as phase
 from trainer_client.config import TrainConfig
 from trainer_client.data import Problem, load_problems, sample_batch
 from trainer_client.manifest import fetch_service_info, write_manifest
-from trainer_client.metrics import MetricsWriter, completion_metrics, plot_reward_curve
+from trainer_client.metrics import MetricsWriter, completion_metrics, plot_reward_curve, rss_gb
 from trainer_client.model.checkpoint import latest_checkpoint, list_checkpoints, read_trainer_state
 from trainer_client.model.pretrained import prepare_base_model
 from trainer_client.reward_client import RetryPolicy, RewardClient, RewardClientSettings, Timeout
@@ -248,6 +248,9 @@ def _loop(ctx: StepContext, writer: MetricsWriter, tracker: RunTracker,
         if (cfg.checkpoint.every and step % cfg.checkpoint.every == 0) or last or timed_save:
             phase.save_checkpoint(ctx, step, total_steps, row)
         row["timings/step_seconds"] = time.monotonic() - t_step
+        rss = rss_gb()
+        if rss is not None:
+            row["system/rss_gb"] = rss
         if (step % max(1, cfg.run.log_every) == 0 or last or "eval/accuracy" in row
                 or "timings/checkpoint_seconds" in row):
             writer.write(row)

@@ -177,6 +177,8 @@ def test_a_tokenizer_without_a_pad_token_trains(reward_url, tmp_path):
     rows = [r for r in _rows_so_far(tmp_path / "out" / "metrics.jsonl") if r["step"] > 0]
     assert [r["step"] for r in rows] == [1, 2]
     assert any("timings/train_seconds" in r for r in rows)  # a step really trained
+    # the process's resident memory rides along (psutil comes with Ray and vLLM)
+    assert all(0.1 < r["system/rss_gb"] < 64 for r in rows)
 
 
 def test_a_stop_while_a_step_logs_still_ends_on_a_saved_evaluated_step(reward_url, tmp_path):
