@@ -61,11 +61,20 @@ def trl_phases(report: dict[str, Any]) -> dict[str, Any]:
 
 
 
-def first_reach(points: Sequence[dict[str, Any]], target: float) -> float | None:
-    """The first wall-clock point at which ``points`` reach ``target`` accuracy."""
+def first_reach(points: Sequence[dict[str, Any]], target: float, *,
+                interpolate: bool = False) -> float | None:
+    """The first wall-clock point at which ``points`` reach ``target`` accuracy; with
+    ``interpolate``, the wall-clock at which the straight line between the point before and
+    that point crosses ``target`` (the points are minutes apart: the first point reached
+    overstates the time)."""
+    prev = None
     for p in points:
         if p["accuracy"] >= target - 1e-12:
-            return float(p["wall_s"])
+            if not interpolate or prev is None or p["accuracy"] == prev["accuracy"]:
+                return float(p["wall_s"])
+            frac = (target - prev["accuracy"]) / (p["accuracy"] - prev["accuracy"])
+            return float(prev["wall_s"] + frac * (p["wall_s"] - prev["wall_s"]))
+        prev = p
     return None
 
 
@@ -83,29 +92,39 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "ours_final_accuracy": by["ours"]["points"][-1]["accuracy"],
                     "ours_steps": by["ours"]["points"][-1]["step"],
                     "ours_reaches_trl_final_at_s": reach,
-                    "wall_ratio": None if reach is None else reach / trl_final["wall_s"]})
+                    "wall_ratio": None if reach is None else reach / trl_final["wall_s"],
+                    "wall_ratio_interpolated": None if reach is None else first_reach(
+                        by["ours"]["points"], trl_final["accuracy"], interpolate=True)
+                    / trl_final["wall_s"]})
     return out
 
 
 def plot(runs: Sequence[dict[str, Any]], path: Path, title: str) -> Path:
+    """Held-out accuracy against wall-clock minutes (the race) and against steps (the same
+    points: whether a trainer is worse per step)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (wall, steps) = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
     colors = {"ours": "tab:blue", "trl": "tab:orange"}
     for r in runs:
-        xs = [p["wall_s"] / 60 for p in r["points"]]
         ys = [100 * p["accuracy"] for p in r["points"]]
-        ax.plot(xs, ys, marker="o", color=colors[r["trainer"]],
-                linestyle="-" if r["round"] % 2 else "--",
-                label=f"{r['trainer']} (round {r['round']}, {r['phases']['steps']} steps)")
-    ax.set_xlabel("wall-clock minutes of training")
-    ax.set_ylabel("held-out greedy accuracy (%)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+        style = {"marker": "o", "color": colors[r["trainer"]],
+                 "linestyle": "-" if r["round"] % 2 else "--",
+                 "label": f"{r['trainer']} (round {r['round']}, {r['phases']['steps']} steps)"}
+        wall.plot([p["wall_s"] / 60 for p in r["points"]], ys, **style)
+        steps.plot([p["step"] for p in r["points"]], ys, **style)
+    wall.set_xlabel("wall-clock minutes of training")
+    steps.set_xlabel("optimizer steps")
+    wall.set_ylabel("held-out greedy accuracy (%)")
+    for ax in (wall, steps):
+        ax.grid(alpha=0.3)
+    wall.legend(fontsize=8)
+    fig.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -131,7 +150,7 @@ def tables(result: dict[str, Any]) -> str:
                         for p in r["points"])
         out.append(f"| {r['trainer']} round {r['round']} | {pts} |")
     out += ["", "| round | TRL final (wall s, steps) | ours final (steps) | ours reaches TRL's "
-            "final at | wall ratio |", "|---|---|---|---|---|"]
+            "final at | wall ratio (interpolated) |", "|---|---|---|---|---|"]
     for s in result.get("summary", []):
         reach = s["ours_reaches_trl_final_at_s"]
         ratio = s["wall_ratio"]
@@ -139,5 +158,9 @@ def tables(result: dict[str, Any]) -> str:
                    f"({s['trl_final_wall_s']:.0f} s, {s['trl_steps']}) "
                    f"| {100 * s['ours_final_accuracy']:.1f}% ({s['ours_steps']}) "
                    f"| {'never' if reach is None else f'{reach:.0f} s'} "
-                   f"| {'-' if ratio is None else f'{ratio:.2f}'} |")
+                   f"| {_num(ratio)} ({_num(s.get('wall_ratio_interpolated'))}) |")
     return "\n".join(out)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"

@@ -361,21 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _our_versions(cfg: Any) -> dict[str, str]:
-    import torch
-    import transformers
+def _our_versions(cfg: Any) -> dict[str, Any]:
+    """The installed versions run.json records (this project, torch, transformers, vLLM...)
+    and the tree's commit (the package's own version does not move between commits)."""
+    from trainer_client.manifest import git_commit, package_versions
 
-    import trainer_client
-
-    out = {"trainer_client": getattr(trainer_client, "__version__", "?"),
-           "torch": torch.__version__, "transformers": transformers.__version__}
-    if cfg.rollout.engine.kind in ("vllm", "auto"):
-        try:
-            import vllm
-
-            out["vllm"] = vllm.__version__
-        except ImportError:
-            pass
+    out: dict[str, Any] = {k: v for k, v in package_versions().items() if v is not None}
+    out["git"] = git_commit(ROOT)
     return out
 
 

@@ -34,6 +34,7 @@ final answer's own span are that answer, not other candidates.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -146,14 +147,24 @@ def answer_span(where: re.Match[str]) -> tuple[int, int, int]:
     return span
 
 
+@functools.lru_cache(maxsize=256)
+def _named_groups(pattern: re.Pattern[str]) -> tuple[int, tuple[int, ...]]:
+    """(index of ``first_latexBoxed`` or 0, the indices of every named group) of a library
+    pattern: the spans are read from ``Match.regs`` by index, not from ``groupdict()``
+    (which cuts a string for each of ~40 groups)."""
+    names = pattern.groupindex
+    return names.get("first_latexBoxed", 0), tuple(names.values())
+
+
 def _answer_span(where: re.Match[str]) -> tuple[int, int, int]:
-    groups = where.groupdict()  # 40 named groups: read once
-    if groups.get("first_latexBoxed"):
+    box, named = _named_groups(where.re)
+    regs = where.regs  # (start, end) of every group; (-1, -1) where it did not match
+    if box and regs[box][1] > regs[box][0]:
         boxes = boxed_answers(where.group(0))
         if boxes:
             s, e, _ = boxes[-1]
             return where.start() + s, where.start() + s, where.start() + e
-    spans = [where.span(name) for name, v in groups.items() if v]
+    spans = [sp for sp in (regs[i] for i in named) if sp[1] > sp[0]]  # matched, not empty
     a0 = min((sp[0] for sp in spans), default=where.start())
     a1 = max((sp[1] for sp in spans), default=where.end())
     phrase = None
