@@ -53,6 +53,7 @@ __all__ = [
     "plot_reward_curve",
     "read_metrics",
     "reward_metrics",
+    "rss_gb",
     "write_text_atomic",
 ]
 
