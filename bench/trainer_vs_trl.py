@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                     rep = run_ours(cfg_path, d, url, run_timeout)
                     runs.append({"trainer": "ours", "round": k, "task": task,
                                  "config": dataclasses.asdict(cfg),
-                                 "versions": _our_versions(cfg), "ckpts": rep["checkpoints"],
+                                 "versions": _our_versions(), "ckpts": rep["checkpoints"],
                                  "phases": rep["phases"]})
                 else:
                     rep = run_trl(spec, d, run_timeout)
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _our_versions(cfg: Any) -> dict[str, Any]:
+def _our_versions() -> dict[str, Any]:
     """The installed versions run.json records (this project, torch, transformers, vLLM...)
     and the tree's commit (the package's own version does not move between commits)."""
     from trainer_client.manifest import git_commit, package_versions

@@ -79,9 +79,18 @@ _STEM = re.compile("|".join(_STEMS))
 _FOR = re.compile(r"\bfor\b")
 
 
-def _condition(piece: str, pattern: re.Pattern[str] = _CONDITION) -> re.Match[str] | None:
-    """The first condition in ``piece``: a match of ``pattern`` (``_CONDITION``, or
-    ``_CONDITION_LOWER`` on lower-case ASCII), ``for`` only where it opens a clause."""
+def _condition(piece: str) -> re.Match[str] | None:
+    """The first condition in ``piece`` (:func:`_first_condition`); an ASCII piece is
+    searched in its lower case with ``_CONDITION_LOWER`` (for ASCII, ``str.lower`` is the
+    regex's IGNORECASE, and the positions are the same)."""
+    if piece.isascii():
+        return _first_condition(piece.lower(), _CONDITION_LOWER)
+    return _first_condition(piece, _CONDITION)
+
+
+def _first_condition(piece: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """The first match of ``pattern`` (``_CONDITION``, or ``_CONDITION_LOWER`` on lower-case
+    ASCII) in ``piece``, ``for`` only where it opens a clause."""
     for m in pattern.finditer(piece):
         if m.group(0).lower() != "for" or _OPENS_CLAUSE.search(piece, max(0, m.start() - 12),
                                                                m.start()):
@@ -135,8 +144,7 @@ def _unit(text: str, start: int, end: int, value: re.Pattern[str], need_value: b
     piece = text[start:end]
     lead = _LEADING.match(piece)
     body_at = lead.end() if lead else 0
-    body = piece[body_at:]
-    cond = _condition(body.lower(), _CONDITION_LOWER) if body.isascii() else _condition(body)
+    cond = _condition(piece[body_at:])
     cond_start = body_at + cond.start() if cond is not None else -1
     universal = _UNIVERSAL.search(piece) is not None
     if cond is None and not need_value:
@@ -217,8 +225,8 @@ def _may_hold_condition(text: str, s0: int, s1: int) -> bool:
                 return False
             return any(_OPENS_CLAUSE.search(lowered, max(0, m.start() - 12), m.start())
                        for m in _FOR.finditer(lowered))
-        return _condition(lowered, _CONDITION_LOWER) is not None
-    return _condition(piece) is not None
+        return _first_condition(lowered, _CONDITION_LOWER) is not None
+    return _first_condition(piece, _CONDITION) is not None
 
 
 def bound_values(text: str, answer: tuple[int, int], value: re.Pattern[str],
