@@ -103,7 +103,6 @@ demo-real: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## real-model GRPO run: 
 	$(BIN)/python -m reward_service serve --host 127.0.0.1 --port $$port --workers 2 \
 	    > $$out/reward-service.log 2>&1 & svc=$$!; \
 	trap 'kill -TERM $$svc 2>/dev/null; wait $$svc 2>/dev/null || true' EXIT INT TERM; \
-	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} \
 	$(BIN)/python -m trainer_client.cli --config $${DEMO_CONFIG:-configs/smollm2-addition-cpu.yaml} \
 	    --output-dir $$out --reward-url http://127.0.0.1:$$port --no-progress --log-level info \
 	    > $$out/train.log 2>&1 || { tail -40 $$out/train.log; exit 1; }; \
@@ -122,7 +121,6 @@ demo-gsm8k: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## GSM8K train split ->
 	$(BIN)/python -m reward_service serve --host 127.0.0.1 --port $$port --workers 2 \
 	    >> $$out/reward-service.log 2>&1 & svc=$$!; \
 	trap 'kill -TERM $$svc 2>/dev/null; wait $$svc 2>/dev/null || true' EXIT INT TERM; \
-	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} \
 	$(BIN)/grpo-eval --config configs/smollm2-gsm8k-cpu.yaml \
 	    --data ../shared/data/gsm8k_test.jsonl --limit 1319 --reward-url http://127.0.0.1:$$port \
 	    --model $$out/base_model --model $$(ls -d $$out/checkpoints/step_*/model | tail -1) \
@@ -151,5 +149,5 @@ RACE_ARGS ?=
 bench-trainer: $(VENV)/.dev $(VENV)/.smollm2 $(VENV)/.vllm  ## the race with TRL + the CPU limit
 	$(MAKE) frameworks
 	mkdir -p bench/results
-	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} $(BIN)/python -m bench.trainer_limit
-	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-2} $(BIN)/python -m bench.trainer_vs_trl $(RACE_ARGS)
+	$(BIN)/python -m bench.trainer_limit
+	$(BIN)/python -m bench.trainer_vs_trl $(RACE_ARGS)

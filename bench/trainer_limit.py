@@ -240,7 +240,6 @@ def profile(model: str) -> dict[str, Any]:
 
 
 def rollout(model: str, rounds: int = 3) -> dict[str, Any]:
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     from transformers import AutoTokenizer
     from vllm import SamplingParams
 

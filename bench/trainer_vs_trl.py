@@ -198,9 +198,7 @@ def score(paths: Sequence[str], config: str, n_problems: int, url: str,
                            "--eval-problems", str(n_problems), "--score-url", url,
                            "--score", *paths], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout_s,
-                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false",
-                               "VLLM_CPU_KVCACHE_SPACE":
-                                   os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2")})
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"scoring failed ({proc.returncode}): {proc.stderr[-3000:]}")

