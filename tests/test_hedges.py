@@ -235,3 +235,32 @@ def test_nothing_offered_skips_only_closing_parts_without_candidates(monkeypatch
             skipped += 1
             assert not found, (text[start:][:200], found)
     assert skipped > 2000 and offered > 1000, (skipped, offered)
+
+
+def test_pattern_memo_is_by_identity_and_holds_its_patterns() -> None:
+    """``per_pattern`` (the rules' memo of patterns built from a value pattern): one build per
+    pattern object, hits by identity (an equal pattern is another entry, never a wrong hit),
+    and an entry keeps its pattern alive, so a freed pattern's id cannot alias a new one."""
+    import gc
+    import weakref
+
+    from reward_service.scorers.rules import pattern_memo
+
+    built: list[re.Pattern[str]] = []
+
+    @pattern_memo.per_pattern
+    def build(p: re.Pattern[str]) -> str:
+        built.append(p)
+        return p.pattern + "!"
+
+    a = re.compile("a+")
+    assert build(a) == "a+!" and build(a) == "a+!" and built == [a]
+    b = re.compile("b+", re.IGNORECASE)
+    assert build(b) == "b+!" and built == [a, b]
+    ref = weakref.ref(b)
+    del b
+    gc.collect()
+    assert ref() is not None  # held by its entry
+    for i in range(pattern_memo.MAX_ENTRIES + 1):  # past the bound: starts again, still right
+        assert build(re.compile(f"c{i}")) == f"c{i}!"
+    assert build(a) == "a+!"

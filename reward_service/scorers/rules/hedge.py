@@ -55,10 +55,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 
 from reward_service.scorers.rules.hedge_skip import nothing_offered
 from reward_service.scorers.rules.number_words import NUMBER_TOKENS, WORDS
+from reward_service.scorers.rules.pattern_memo import per_pattern
 
 __all__ = [
     "Candidate",
@@ -199,7 +199,7 @@ def _last_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
     return max(0, pos - _WINDOW)
 
 
-@lru_cache(maxsize=32)
+@per_pattern
 def _answer_sentence(value: re.Pattern[str]) -> re.Pattern[str]:
     """A sentence that is nothing but an answer: an optional alternative word and commitment
     phrase, values joined by alternative words, punctuation."""
@@ -259,7 +259,7 @@ def _inner(m: re.Match[str]) -> str:
 LED_GUARD = r"(?=[abcefimopt#])"
 
 
-@lru_cache(maxsize=32)
+@per_pattern
 def _scanners(value: re.Pattern[str]) -> tuple[re.Pattern[str], ...]:
     """For a value pattern: a value led by an alternative word or commitment phrase; led by
     a condition; what follows a disjunctive ``or`` before a value; ``and`` joining the answer

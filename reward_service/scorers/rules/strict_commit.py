@@ -34,7 +34,6 @@ final answer's own span are that answer, not other candidates.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -45,6 +44,7 @@ from reward_service.scorers.base import clip
 from reward_service.scorers.math_verify_scorer import verify_default
 from reward_service.scorers.rules import hedge, readings
 from reward_service.scorers.rules.number_words import WORDS, as_latex
+from reward_service.scorers.rules.pattern_memo import per_pattern
 from reward_service.scorers.rules.strict_read import BOX, SPACES, boxed_answers, parse_boxed
 
 __all__ = ["MATH_VALUE", "answer_span", "hedged", "per_reading"]
@@ -147,7 +147,7 @@ def answer_span(where: re.Match[str]) -> tuple[int, int, int]:
     return span
 
 
-@functools.lru_cache(maxsize=256)
+@per_pattern
 def _named_groups(pattern: re.Pattern[str]) -> tuple[int, tuple[int, ...]]:
     """(index of ``first_latexBoxed`` or 0, the indices of every named group) of a library
     pattern: the spans are read from ``Match.regs`` by index, not from ``groupdict()``
