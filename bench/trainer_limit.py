@@ -192,24 +192,39 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def variants(model: str, steps: int = 2) -> dict[str, Any]:
-    """``auto`` train_step tokens/s of each :data:`VARIANTS` entry, one worker at a time
-    (warm-up step, then ``steps`` timed), in order and then in reverse: the bracket."""
+def variants(model: str, names: tuple[str, ...] = ("demo", "eager_attn", "micro32_eager"),
+             rounds: int = 8, warmup: int = 2) -> dict[str, Any]:
+    """``auto`` train_step tokens/s of :data:`VARIANTS` entries, their workers alive side by
+    side: ``warmup`` steps each, then ``rounds`` rounds of one step each (the order rotated
+    every round), and each variant's ratio to the first one *within each round*: the ratio
+    of steps run next to each other is what counts on this VM. The first version built one
+    worker at a time (one warm-up, 2 timed steps, the list then its reverse): the machine or
+    the process sped up 30-50 % from the first half to the second (2026-12-04: demo 192, 286,
+    then 399, 396 tokens/s), which made micro32_eager look 1.68x faster in one run where the
+    trainer saw nothing of it (docs/trainer.md)."""
     batch = _batch(model, 4, 8)
     tokens = float(batch.attention_mask.sum())
-    rates: dict[str, list[float]] = {k: [] for k in VARIANTS}
-    for order in (list(VARIANTS), list(reversed(VARIANTS))):
-        for name in order:
-            w = _worker(model, "auto", **VARIANTS[name])
+    workers = {name: _worker(model, "auto", **VARIANTS[name]) for name in names}
+    for w in workers.values():
+        for _ in range(warmup):
             w.train_step(batch)
-            for _ in range(steps):
-                t = time.perf_counter()
-                w.train_step(batch)
-                rates[name].append(round(tokens / (time.perf_counter() - t), 1))
-            w.close()
-            print(f"{name}: {rates[name]}", file=sys.stderr)
+    rates: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            t = time.perf_counter()
+            workers[name].train_step(batch)
+            rates[name].append(round(tokens / (time.perf_counter() - t), 1))
+        print({k: v[-1] for k, v in rates.items()}, file=sys.stderr)
+    for w in workers.values():
+        w.close()
+    base = rates[names[0]]
+    ratios = {k: [round(x / b, 3) for x, b in zip(v, base, strict=True)]
+              for k, v in rates.items() if k != names[0]}
     return {"tokens": tokens, "tokens_per_s": rates,
-            "median_tokens_per_s": {k: statistics.median(v) for k, v in rates.items()}}
+            "median_tokens_per_s": {k: statistics.median(v) for k, v in rates.items()},
+            f"ratio_to_{names[0]}": {k: {"median": statistics.median(v), "min": min(v),
+                                         "max": max(v)} for k, v in ratios.items()}}
 
 
 def profile(model: str) -> dict[str, Any]:
