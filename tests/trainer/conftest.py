@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -20,3 +20,24 @@ def reward_service() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def reward_url(reward_service) -> str:
     return reward_service.url
+
+
+@pytest.fixture(scope="session")
+def tiny64(tmp_path_factory) -> Callable[[int], str]:
+    """``tiny64(seed)``: the path of the tiny model with head_dim 64 (hidden 128, 2 heads, 1
+    KV head; vLLM's CPU attention refuses the default 16), built once per seed per session.
+    Tests that compare two code paths on it take their own seed, so each file's weights
+    stay what its figures were measured on."""
+    from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
+
+    built: dict[int, str] = {}
+
+    def get(seed: int) -> str:
+        if seed not in built:
+            settings = TinyModelSettings(hidden_size=128, num_heads=2, num_kv_heads=1,
+                                         intermediate_size=256, seed=seed)
+            built[seed] = str(build_tiny_model(settings,
+                                               tmp_path_factory.mktemp(f"tiny64-{seed}") / "m"))
+        return built[seed]
+
+    return get

@@ -14,7 +14,6 @@ import torch
 from trainer_client.model.batch import TrainBatch, make_train_batch
 from trainer_client.model.policy import PolicyWorker
 from trainer_client.model.rollout import Completion
-from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 from trainer_client.workers import free_port
 
@@ -22,10 +21,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> str:
-    return str(build_tiny_model(TinyModelSettings(hidden_size=128, num_heads=2, num_kv_heads=1,
-                                                  intermediate_size=256, seed=7),
-                                tmp_path_factory.mktemp("old") / "m"))
+def tiny(tiny64) -> str:
+    return tiny64(7)
 
 
 def _batch(n: int = 8) -> TrainBatch:

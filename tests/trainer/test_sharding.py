@@ -13,7 +13,6 @@ from torch.distributed.tensor import DTensor
 
 from tests.trainer.test_mixed_precision import _batch
 from trainer_client.model.policy import PolicyWorker
-from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
 from trainer_client.workers import free_port
 
@@ -21,10 +20,8 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> str:
-    return str(build_tiny_model(TinyModelSettings(hidden_size=128, num_heads=2, num_kv_heads=1,
-                                                  intermediate_size=256, seed=7),
-                                tmp_path_factory.mktemp("hold") / "m"))
+def tiny(tiny64) -> str:
+    return tiny64(7)
 
 
 def _worker(tiny: str, hold: bool, old_logprobs: str = "auto") -> PolicyWorker:
