@@ -23,6 +23,9 @@ threads; all on ``--threads`` torch threads, 2 by default):
   sampled tokens' log-probabilities) against vLLM's own ``LLM.generate`` on the same token
   prompts with each sample's length fixed to what ours produced (``min_tokens = max_tokens``,
   ``ignore_eos``, no log-probabilities): generated tokens per second, alternated.
+- ``variants`` (only with ``--section``): ``train_step`` under other policy settings
+  (``--variants``, from :data:`VARIANTS`), the workers side by side, each a ratio to the
+  first within each round.
 """
 
 from __future__ import annotations
@@ -340,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3, help="alternations in train and rollout")
     p.add_argument("--skip", action="append", default=[], choices=SECTIONS)
+    p.add_argument("--variants", default="demo,eager_attn,micro32_eager",
+                   help=f"--section variants: which, the first the baseline ({', '.join(VARIANTS)})")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "trainer_limit.json"))
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -347,9 +352,12 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(args.threads)
     model = _model(args.model)
+    names = tuple(args.variants.split(","))
+    if unknown := set(names) - set(VARIANTS):
+        p.error(f"unknown variants {sorted(unknown)}; known: {', '.join(VARIANTS)}")
     if args.section:
         fn = {"matmul": lambda: matmul(), "train": lambda: train(model, args.rounds),
-              "profile": lambda: profile(model), "variants": lambda: variants(model),
+              "profile": lambda: profile(model), "variants": lambda: variants(model, names),
               "rollout": lambda: rollout(model, args.rounds)}
         print(json.dumps(fn[args.section]()))
         return 0

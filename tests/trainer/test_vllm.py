@@ -27,7 +27,6 @@ from trainer_client.model.rollout import (
     VLLMEngine,
     _prefill_parts,
 )
-from trainer_client.model.tiny_model import TinyModelSettings, build_tiny_model
 from trainer_client.settings import GRPOSettings, PolicySettings
 from trainer_client.trainer import allowed_token_ids
 from trainer_client.workers import free_port
@@ -41,11 +40,8 @@ PROMPTS = ["3+4=", "12+30=", "hello", "9+9="]
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory):
-    # head_dim 64: vLLM's CPU attention kernels do not take the default tiny head_dim 16
-    path = str(build_tiny_model(TinyModelSettings(hidden_size=128, num_heads=2, num_kv_heads=1,
-                                                  seed=3),
-                                tmp_path_factory.mktemp("vllm") / "m"))
+def engines(tiny64):
+    path = tiny64(3)  # head_dim 64: vLLM's CPU attention kernels do not take the default 16
     hf = HFEngine(path, EngineSettings(kind="hf"))
     vl = VLLMEngine(path, EngineSettings(kind="vllm", max_model_len=128, seed=0,
                                          kv_cache_gb=1))
