@@ -145,15 +145,22 @@ def _pool_job(args: tuple[str, str]) -> bool:
     return stock_verdict(args[0], args[1], timeouts=True)
 
 
-def verl_pattern(rows: Sequence[Row], all_at_once: bool, workers: int = 4) -> dict[str, Any]:
-    """verl's pattern: a spawn ProcessPoolExecutor, one ``submit`` per item."""
+def verl_pattern(rows: Sequence[Row], all_at_once: bool, workers: int = 4,
+                 batch: int | None = None) -> dict[str, Any]:
+    """verl's pattern: a spawn ProcessPoolExecutor, one ``submit`` per item. ``all_at_once``
+    submits every row before waiting; with ``batch`` as well, every row of one ``batch``-row
+    slice, waiting for the slice before the next (the shape of the service passes it is set
+    against: one ``batch``-item request after another)."""
     ctx = mp.get_context("spawn")
     with cf.ProcessPoolExecutor(workers, mp_context=ctx) as ex:
         list(ex.map(_pool_job, [("1", "\\boxed{1}")] * workers * 2))  # start and warm workers
         t0 = time.perf_counter()
         if all_at_once:
-            futs = [ex.submit(_pool_job, (r["gold"], r["response"])) for r in rows]
-            verdicts = [f.result() for f in futs]
+            verdicts = []
+            step = batch or len(rows)
+            for i in range(0, len(rows), step):
+                futs = [ex.submit(_pool_job, (r["gold"], r["response"])) for r in rows[i:i + step]]
+                verdicts += [f.result() for f in futs]
         else:
             verdicts = [ex.submit(_pool_job, (r["gold"], r["response"])).result() for r in rows]
         wall = time.perf_counter() - t0

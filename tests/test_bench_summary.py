@@ -59,6 +59,16 @@ def test_each_target_is_read_with_its_bracket_and_verdict() -> None:
     assert summary.report({}) == ""  # nothing measured, nothing claimed
 
 
+def test_the_verl_target_is_held_on_the_pool_fed_as_the_service_is() -> None:
+    """Issue 40: with the pool fed one slice after another measured, the target reads that
+    (like for like) and names the every-row-at-once figure beside it, not the other way."""
+    res = {"targets": {"rows": 10, "batch": 512, "passes": {"math, file order": {
+        "x_verl_each": [6.5, 7.0], "x_verl_batched_each": [4.5, 5.0]}}}}
+    (t,) = summary.targets(res)
+    assert (t.ratio, t.verdict) == (4.75, "**no**")
+    assert "one 512-item slice after another" in t.how and "6.50/7.00x" in t.how
+
+
 def test_the_relay_floor_app_answers_after_a_round_trip_to_its_echo_process() -> None:
     """``bench/targets/floor_app.py``'s ``relay`` under uvicorn, as the benches start it: each request
     is answered after its frame went to the echo child and came back; the child lives as the

@@ -64,7 +64,15 @@ def _targets(t: dict[str, Any]) -> list[Target]:
                               p["x_stock_pair_each"], f"{t['rows']} rows, one pass; the stock "
                               "pair before and after it"))
     p = t["passes"].get("math, file order")
-    if p and "x_verl_each" in p:
+    if p and "x_verl_batched_each" in p:  # issue 40: like for like, the target's measure
+        x = p["x_verl_each"]
+        out.append(Target("service ÷ verl PR #5839's pattern (`math`, file order)", True, 6.0,
+                          p["x_verl_batched_each"], "spawn ProcessPoolExecutor(4) fed as the "
+                          f"service is: one {t['batch']}-item slice after another (each slice's "
+                          "items submitted at once), before and after the service pass; with "
+                          "every row submitted at once (the pool's best case, not like for like) "
+                          + "/".join(f"{v:.2f}" for v in x) + "x"))
+    elif p and "x_verl_each" in p:
         out.append(Target("service ÷ verl PR #5839's pattern (`math`, file order)", True, 6.0,
                           p["x_verl_each"], "spawn ProcessPoolExecutor(4), every item "
                           "submitted at once, before and after the service pass"))
