@@ -73,6 +73,23 @@ def test_chunked_sampled_token_logprobs_equal_the_full_fp32_log_softmax(tiny, mo
     assert bool((ent[m.bool()] > 0).all())
 
 
+def test_scoring_forwards_build_no_kv_cache(tiny):
+    """A model whose config asks for a cache (as SmolLM2's does) builds none in the scoring
+    and training forwards; the control: the same call without the function's argument does."""
+    model = AutoModelForCausalLM.from_pretrained(tiny)
+    model.config.use_cache = True
+    caches = []
+    model.register_forward_hook(lambda m, a, kw, out: caches.append(out.past_key_values),
+                                with_kwargs=True)
+    b = _batch()
+    model(input_ids=b.input_ids, attention_mask=b.attention_mask)  # the control
+    token_logprobs(model, b.input_ids, b.attention_mask, first=3)
+    with torch.no_grad():
+        token_logprobs(model, b.input_ids, b.attention_mask)
+    assert caches[0] is not None and caches[0].get_seq_length() == b.input_ids.shape[1]
+    assert caches[1:] == [None, None]
+
+
 def _worker(tiny: str, compute: str) -> PolicyWorker:
     s = PolicySettings(model_path=tiny, compute_dtype=compute, micro_batch_size=3,
                        temperature=0.7, optim=OptimSettings(lr=1e-3, grad_clip=0.0),

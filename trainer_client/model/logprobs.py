@@ -52,7 +52,9 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
     length = input_ids.shape[1]
     first = max(0, min(first, length - 1))
     keep = length - first  # positions first .. L-1; the last predicts nothing
-    logits = model(input_ids=input_ids, attention_mask=attention_mask,
+    # use_cache=False: a model whose config says use_cache (SmolLM2's does) otherwise builds
+    # a K/V cache in every scoring and training forward and returns it with the logits
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
                    logits_to_keep=keep).logits[:, :-1]  # [B, keep-1, V]
     target = input_ids[:, first + 1:]  # [B, keep-1]
     parts, ents = [], []
