@@ -192,6 +192,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "eager_attn": {"attn_implementation": "eager"},
     "micro32_eager": {"micro_batch_size": 32, "attn_implementation": "eager"},
     "no_fsdp": {"fsdp": False},
+    "share_prompt": {"share_prompt": True},  # each group's prompt through the model once
 }
 
 

@@ -95,6 +95,8 @@ class PolicySection:
     #                                  fp32 gradient reduction, fp32 log-probabilities)
     gradient_checkpointing: bool = False
     attn_implementation: str | None = None  # "sdpa" | "eager"; None: transformers' default
+    share_prompt: bool = False  # each distinct prompt of a micro-batch through the model once
+    #                             (a group's rows attend to its cached keys and values)
     num_threads: int = 0  # torch threads per rank; 0: torch's default (1 in a 1-CPU Ray actor)
     timeout_s: float = 900.0  # wait for one train step / weight gather at most this long
 

@@ -110,6 +110,9 @@ class PolicySettings:
     gradient_checkpointing: bool = False
     attn_implementation: str | None = None  # transformers' attention kernel ("sdpa",
     #   "eager"); None: transformers' default
+    share_prompt: bool = False  # run each distinct prompt of a micro-batch through the model
+    #   once, its group's rows attending to its cached keys and values (model/logprobs.py:
+    #   shared_prompt_logprobs); micro-batches then keep the batch's order (groups adjacent)
     optim: OptimSettings = field(default_factory=OptimSettings)
     grpo: GRPOSettings = field(default_factory=GRPOSettings)
     dist_timeout_s: float = 600.0  # timeout of collectives

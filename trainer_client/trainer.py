@@ -137,7 +137,7 @@ def _policy_settings(cfg: TrainConfig, start: _StartPoint, base_path: str,
         micro_batch_size=cfg.policy.micro_batch_size, temperature=cfg.rollout.temperature,
         allowed_token_ids=allowed, gradient_checkpointing=cfg.policy.gradient_checkpointing,
         attn_implementation=cfg.policy.attn_implementation,
-        num_threads=cfg.policy.num_threads,
+        share_prompt=cfg.policy.share_prompt, num_threads=cfg.policy.num_threads,
         optim=cfg.optim, grpo=cfg.grpo)
 
 

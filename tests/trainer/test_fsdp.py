@@ -2,7 +2,9 @@
 
 Both ranks train one GRPO step on a fixed batch (each its half) and save a checkpoint with a
 full (unsharded) state dict. The same step at world size 1 must give the same weights:
-data-parallel sharding may not change the update.
+data-parallel sharding may not change the update. Also with ``share_prompt`` at world size 2
+(FSDP2's default schedule, each layer run twice per micro-batch: the prompts, then the
+completions) against the plain path at world size 1.
 """
 
 from __future__ import annotations
@@ -32,24 +34,25 @@ def _port() -> int:
 def _batch():
     g = torch.Generator().manual_seed(0)
     comps = []
-    for i in range(8):  # 2 groups of 4, prompts of different lengths
-        prompt = torch.randint(4, 90, (3 + i % 3,), generator=g).tolist()
+    prompts = [torch.randint(4, 90, (n,), generator=g).tolist() for n in (3, 5)]
+    for i in range(8):  # 2 groups of 4 (a prompt each, of different lengths)
+        prompt = prompts[i // 4]
         comp = [*torch.randint(4, 90, (1 + i % 2,), generator=g).tolist(), 2]
         comps.append(Completion(prompt_ids=prompt, completion_ids=comp, text="", finished=True))
     adv = torch.tensor([1.0, -1.0, 0.5, -0.5, 2.0, 0.0, -1.0, -1.0])
     return make_train_batch(comps, adv, torch.ones(8, dtype=torch.bool), pad_id=0)
 
 
-def _settings(model: str) -> PolicySettings:
+def _settings(model: str, share: bool = False) -> PolicySettings:
     # eps=1: Adam's first step is ~lr * g instead of ~lr * sign(g), so the comparison
     # below measures gradient agreement, not the sign of rounding noise
-    return PolicySettings(model_path=model, micro_batch_size=2, num_threads=1,
+    return PolicySettings(model_path=model, micro_batch_size=2, num_threads=1, share_prompt=share,
                           optim=OptimSettings(lr=1e-2, grad_clip=0.0, eps=1.0),
                           grpo=GRPOSettings(kl_coef=0.1, aggregation="sequence"))
 
 
-def _step(rank: int, world: int, port: int, model: str, out: str) -> None:
-    w = PolicyWorker(_settings(model), rank=rank, world_size=world, master_port=port)
+def _step(rank: int, world: int, port: int, model: str, out: str, share: bool = False) -> None:
+    w = PolicyWorker(_settings(model, share), rank=rank, world_size=world, master_port=port)
     try:
         metrics = w.train_step(_batch())
         assert metrics["losses/kl"] >= 0.0
@@ -59,8 +62,8 @@ def _step(rank: int, world: int, port: int, model: str, out: str) -> None:
         w.close()
 
 
-def _rank(rank: int, ports: tuple[int, int], model: str, out: str) -> None:
-    _step(rank, 2, ports[0], model, f"{out}/ws2")
+def _rank(rank: int, ports: tuple[int, int], model: str, out: str, share: bool) -> None:
+    _step(rank, 2, ports[0], model, f"{out}/ws2", share)
     if rank == 0:  # then the same step at world size 1, in a fresh process group
         _step(0, 1, ports[1], model, f"{out}/ws1")
 
@@ -70,8 +73,9 @@ def tiny(tmp_path_factory) -> str:
     return str(build_tiny_model(TinyModelSettings(), tmp_path_factory.mktemp("m") / "base"))
 
 
-def test_fsdp2_world_size_2_matches_world_size_1(tiny, tmp_path):
-    mp.start_processes(_rank, args=((_port(), _port()), tiny, str(tmp_path)), nprocs=2,
+@pytest.mark.parametrize("share", [False, True], ids=["plain", "share_prompt"])
+def test_fsdp2_world_size_2_matches_world_size_1(tiny, tmp_path, share):
+    mp.start_processes(_rank, args=((_port(), _port()), tiny, str(tmp_path), share), nprocs=2,
                        start_method="spawn", join=True)
     base = load_file(str(Path(tiny) / "model.safetensors"))
     sd2 = load_file(str(tmp_path / "ws2" / "step_000001" / "model" / "model.safetensors"))

@@ -23,6 +23,9 @@ class TrainBatch:
     #: [B, L] float: the rollout engine's log-probability of the token at each position
     #: (NaN on prompt and padding positions and where the engine gave none)
     rollout_logprobs: torch.Tensor | None = None
+    #: [B] long: each row's prompt tokens (its first ones); None where the batch was built
+    #: without them (then nothing can share a prompt's forward: ``policy.share_prompt``)
+    prompt_lengths: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -31,7 +34,8 @@ class TrainBatch:
         return TrainBatch(self.input_ids[rows], self.attention_mask[rows],
                           self.completion_mask[rows], self.advantages[rows],
                           None if self.rollout_logprobs is None
-                          else self.rollout_logprobs[rows])
+                          else self.rollout_logprobs[rows],
+                          None if self.prompt_lengths is None else self.prompt_lengths[rows])
 
     def trimmed(self) -> TrainBatch:
         """The same rows without the padding columns they all end with (rows are
@@ -44,7 +48,7 @@ class TrainBatch:
         return TrainBatch(self.input_ids[:, cols], self.attention_mask[:, cols],
                           self.completion_mask[:, cols], self.advantages,
                           None if self.rollout_logprobs is None
-                          else self.rollout_logprobs[:, cols])
+                          else self.rollout_logprobs[:, cols], self.prompt_lengths)
 
     def lengths(self) -> torch.Tensor:
         """``[B]`` real tokens per row."""
@@ -78,4 +82,6 @@ def make_train_batch(completions: Sequence[Completion], advantages: torch.Tensor
                 raise ValueError("a completion's logprobs and token ids differ in length")
             rollout_lp[i, len(c.prompt_ids): len(r)] = torch.tensor(c.logprobs,
                                                                     dtype=torch.float32)
-    return TrainBatch(input_ids, attention, cmask, advantages.to(torch.float32), rollout_lp)
+    plen = torch.tensor([len(c.prompt_ids) for c in completions], dtype=torch.long)
+    return TrainBatch(input_ids, attention, cmask, advantages.to(torch.float32), rollout_lp,
+                      plen)

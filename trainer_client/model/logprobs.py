@@ -2,7 +2,10 @@
 
 :func:`token_logprobs` is what the policy scores a batch with (old log-probs, the training
 forward, the reference); :func:`first_completion_position` is where a micro-batch's logits
-start to matter.
+start to matter. :func:`shared_prompt_logprobs` gives the same log-probabilities with each
+distinct prompt of a micro-batch run through the model once (a GRPO group's ``n`` rows share
+their prompt): the prompt's keys and values, computed with gradient, are what every row of
+its group attends to, so the backward through them sums the group's gradients.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 import torch
 import torch.utils.checkpoint
 
+from trainer_client.model.batch import TrainBatch
 from trainer_client.model.grpo import token_entropy
 
-__all__ = ["LOGPROB_CHUNK", "first_completion_position", "token_logprobs"]
+__all__ = ["LOGPROB_CHUNK", "batch_logprobs", "first_completion_position", "prompt_groups",
+           "shared_prompt_logprobs", "token_logprobs"]
 
 #: sequence positions per chunk of the fp32 log-softmax (see :func:`token_logprobs`)
 LOGPROB_CHUNK = 128
@@ -56,7 +61,18 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
     # a K/V cache in every scoring and training forward and returns it with the logits
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
                    logits_to_keep=keep).logits[:, :-1]  # [B, keep-1, V]
-    target = input_ids[:, first + 1:]  # [B, keep-1]
+    lp, ent = _sampled(logits, input_ids[:, first + 1:], temperature, blocked, with_entropy)
+    pad = (first, 0)
+    return (torch.nn.functional.pad(lp, pad),  # [B, L-1]
+            None if ent is None else torch.nn.functional.pad(ent, pad))
+
+
+def _sampled(logits: torch.Tensor, target: torch.Tensor, temperature: float,
+             blocked: torch.Tensor | None, with_entropy: bool
+             ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``[B, T]`` log-probabilities of ``target`` under ``logits [B, T, V]`` (and entropies,
+    no grad): the fp32 log-softmax in chunks of :data:`LOGPROB_CHUNK` positions, each under
+    activation checkpointing when it needs a gradient."""
     parts, ents = [], []
     for a in range(0, logits.shape[1], LOGPROB_CHUNK):
         lg, tg = logits[:, a:a + LOGPROB_CHUNK], target[:, a:a + LOGPROB_CHUNK]
@@ -68,10 +84,86 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
         if with_entropy:
             with torch.no_grad():
                 ents.append(token_entropy(_scaled(lg.detach(), temperature, blocked)))
-    pad = (first, 0)
-    lp = torch.nn.functional.pad(torch.cat(parts, dim=1), pad)  # [B, L-1]
-    ent = torch.nn.functional.pad(torch.cat(ents, dim=1), pad) if with_entropy else None
-    return lp, ent
+    return torch.cat(parts, dim=1), torch.cat(ents, dim=1) if with_entropy else None
+
+
+def prompt_groups(input_ids: torch.Tensor, prompt_lengths: torch.Tensor
+                  ) -> tuple[list[int], torch.Tensor]:
+    """The rows that share a prompt: the first row of each distinct prompt (in order), and
+    ``[B]`` each row's index into that list."""
+    seen: dict[tuple[int, ...], int] = {}
+    firsts: list[int] = []
+    index = []
+    for i, n in enumerate(prompt_lengths.tolist()):
+        key = tuple(input_ids[i, :n].tolist())
+        if key not in seen:
+            seen[key] = len(firsts)
+            firsts.append(i)
+        index.append(seen[key])
+    return firsts, torch.tensor(index, dtype=torch.long)
+
+
+def shared_prompt_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
+                           attention_mask: torch.Tensor, prompt_lengths: torch.Tensor, *,
+                           temperature: float = 1.0, blocked: torch.Tensor | None = None,
+                           with_entropy: bool = False
+                           ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`token_logprobs` of right-padded ``prompt + completion`` rows whose first
+    ``prompt_lengths`` ``[B]`` tokens are the prompt, with each distinct prompt run once.
+
+    Two forwards: the distinct prompts, left-padded to a common width ``P`` (positions from
+    0 at each prompt's first token), into a K/V cache, and the logits of their last position
+    (which predict each row's first completion token); then every row's completion
+    (right-padded to ``C``, positions continuing its prompt's) attending to its prompt's cached
+    keys and values (the cache's rows selected per row, a differentiable gather) and to its
+    own earlier tokens. Values are returned on the positions that predict a completion token
+    (``[B, L-1]``, 0 elsewhere: prompt and padding positions, which callers mask out)."""
+    b, length = input_ids.shape
+    dev = input_ids.device
+    plen = prompt_lengths.to(torch.long).cpu()
+    clen = attention_mask.sum(dim=1).cpu() - plen
+    firsts, index = prompt_groups(input_ids.cpu(), plen)
+    width, cw = int(plen[firsts].max()), max(1, int(clen.max()))
+    cols = torch.arange(width)
+    starts = (width - plen[firsts])[:, None]  # [k, 1]: left padding of each distinct prompt
+    pmask = (cols[None, :] >= starts).long()  # [k, P]
+    src = (cols[None, :] - starts).clamp(min=0)
+    pids = torch.where(pmask.bool(), input_ids.cpu()[firsts].gather(1, src), 0)
+    ppos = (cols[None, :] - starts).clamp(min=0)
+    out = model(input_ids=pids.to(dev), attention_mask=pmask.to(dev), position_ids=ppos.to(dev),
+                use_cache=True, logits_to_keep=1)
+    head = out.logits[:, -1:]  # [k, 1, V]: predicts each prompt's first completion token
+    cache = out.past_key_values
+    cache.batch_select_indices(index.to(dev))  # [k, ...] -> [B, ...], differentiable
+    ccols = torch.arange(cw)
+    cmask = (ccols[None, :] < clen[:, None]).long()  # [B, C]
+    cids = torch.where(cmask.bool(), input_ids.cpu().gather(
+        1, (plen[:, None] + ccols[None, :]).clamp(max=length - 1)), 0)
+    cids = cids.to(dev)
+    lps: list[torch.Tensor] = []
+    ents: list[torch.Tensor | None] = []
+    lp, ent = _sampled(head[index.to(dev)], cids[:, :1], temperature, blocked, with_entropy)
+    lps.append(lp)
+    ents.append(ent)
+    if cw > 1:  # the completions' positions 0 .. C-2 predict their tokens 1 .. C-1
+        cpos = plen[:, None] + ccols[None, :]
+        logits = model(input_ids=cids, attention_mask=torch.cat([pmask[index], cmask],
+                                                                dim=1).to(dev),
+                       position_ids=cpos.to(dev), past_key_values=cache, use_cache=True,
+                       logits_to_keep=torch.arange(cw - 1, device=dev)).logits
+        lp, ent = _sampled(logits, cids[:, 1:], temperature, blocked, with_entropy)
+        lps.append(lp)
+        ents.append(ent)
+    # completion token j of row i is predicted at next-token position plen_i - 1 + j; the
+    # padded j >= clen_i land past the row's last position and are zeroed before the scatter
+    at = (plen[:, None] - 1 + ccols[None, :]).to(dev)  # [B, C]
+    keep = cmask.to(dev, torch.float32)
+
+    def place(vals: list[torch.Tensor]) -> torch.Tensor:
+        full = torch.zeros(b, length - 1 + cw, device=dev, dtype=torch.float32)
+        return full.scatter(1, at, torch.cat(vals, dim=1) * keep)[:, :length - 1]
+
+    return place(lps), place([e for e in ents if e is not None]) if with_entropy else None
 
 
 def first_completion_position(completion_mask: torch.Tensor) -> int:
@@ -81,3 +173,19 @@ def first_completion_position(completion_mask: torch.Tensor) -> int:
     if not bool(rows.any()):
         return 0
     return max(0, int(completion_mask[rows].argmax(dim=1).min()) - 1)
+
+
+def batch_logprobs(model: torch.nn.Module, mb: TrainBatch, device: torch.device, *,
+                   temperature: float, blocked: torch.Tensor | None, share_prompt: bool,
+                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A micro-batch's log-probabilities ``[b, L-1]`` as the policy forms them: with
+    ``share_prompt`` (and the batch's prompt lengths known), :func:`shared_prompt_logprobs`;
+    else :func:`token_logprobs`, logits only from its first completion position on."""
+    ids, attn = mb.input_ids.to(device), mb.attention_mask.to(device)
+    if share_prompt and mb.prompt_lengths is not None:
+        return shared_prompt_logprobs(model, ids, attn, mb.prompt_lengths,
+                                      temperature=temperature, blocked=blocked,
+                                      with_entropy=with_entropy)
+    return token_logprobs(model, ids, attn, temperature=temperature, blocked=blocked,
+                          first=first_completion_position(mb.completion_mask),
+                          with_entropy=with_entropy)

@@ -58,7 +58,7 @@ from trainer_client.model.checkpoint import (
     tmp_checkpoint_path,
 )
 from trainer_client.model.grpo import aggregate, aggregation_weight, grpo_loss
-from trainer_client.model.logprobs import first_completion_position, token_logprobs
+from trainer_client.model.logprobs import batch_logprobs, token_logprobs
 from trainer_client.model.pretrained import torch_dtype
 from trainer_client.model.sharding import accumulate, shard
 from trainer_client.settings import GRPOSettings, OptimSettings, PolicySettings
@@ -159,13 +159,9 @@ class PolicyWorker:
 
     def _logprobs(self, model: torch.nn.Module, mb: TrainBatch, *,
                   with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """:func:`token_logprobs` of a micro-batch, logits only from its first completion
-        position on."""
         with self._autocast():
-            return token_logprobs(model, mb.input_ids.to(self.device),
-                                  mb.attention_mask.to(self.device),
-                                  temperature=self.settings.temperature, blocked=self.blocked,
-                                  first=first_completion_position(mb.completion_mask),
+            return batch_logprobs(model, mb, self.device, temperature=self.settings.temperature,
+                                  blocked=self.blocked, share_prompt=self.settings.share_prompt,
                                   with_entropy=with_entropy)
 
     @torch.no_grad()
@@ -208,10 +204,13 @@ class PolicyWorker:
         rollout, :meth:`_reuses_forward`); its rollout-correction weights are formed here
         and its mismatch sums appended to ``correction``. Rows go through in order of
         length and each micro-batch is cut to its longest row: the loss is a sum over rows,
-        so neither changes it, and padding costs no compute."""
+        so neither changes it, and padding costs no compute. With ``share_prompt`` they keep
+        the batch's order instead, so a micro-batch holds whole groups (one prompt's rows)."""
         g = self.settings.grpo
         denom = self._global_weight(mini.completion_mask[:, 1:])
-        order = torch.argsort(mini.lengths(), descending=True, stable=True)
+        order = (torch.arange(len(mini))
+                 if self.settings.share_prompt and mini.prompt_lengths is not None
+                 else torch.argsort(mini.lengths(), descending=True, stable=True))
         mini = mini.select(order)
         old_lp = None if old_lp is None else old_lp[order]
         ref_lp = None if ref_lp is None else ref_lp[order]
