@@ -27,6 +27,7 @@ from trainer_client.settings import (
     OptimSettings,
     TinyModelSettings,
     check_dtypes,
+    check_share_prompt,
 )
 from trainer_client.tracking.settings import LogSettings
 
@@ -102,6 +103,7 @@ class PolicySection:
 
     def __post_init__(self) -> None:
         check_dtypes(self, "compute_dtype")
+        check_share_prompt(self)
 
 
 @dataclass(frozen=True, kw_only=True)

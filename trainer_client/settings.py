@@ -38,6 +38,16 @@ def check_dtypes(settings: object, *names: str) -> None:
             raise ValueError(f"{name} must be one of {', '.join(DTYPES)}; got {value!r}")
 
 
+def check_share_prompt(settings: object) -> None:
+    """``share_prompt`` needs the prompt's cached keys and values in the completions' forward,
+    and transformers' gradient checkpointing drops a layer's cache (it would recompute it):
+    the two together are refused."""
+    if getattr(settings, "share_prompt", False) and getattr(settings, "gradient_checkpointing",
+                                                             False):
+        raise ValueError("policy.share_prompt and policy.gradient_checkpointing cannot be "
+                         "combined: checkpointed layers drop the shared prompt's K/V cache")
+
+
 #: loss reduction: "token" (DAPO: sum over the mini-batch's tokens / their count, across
 #: micro-batches and ranks) or "sequence" (the GRPO paper: per-sequence token mean, then the
 #: mean over the mini-batch's sequences)
@@ -120,6 +130,7 @@ class PolicySettings:
 
     def __post_init__(self) -> None:
         check_dtypes(self, "dtype", "compute_dtype")
+        check_share_prompt(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,6 +8,10 @@ and its group's rows attend to its cached keys and values (``shared_prompt_logpr
   control: the plain path sees every row's prompt).
 - A policy update with ``share_prompt`` equals the one without (loss and full gradient, and
   the weights after a step, bf16 mixed precision on FSDP2 as the CPU configs run it).
+- ``gradient_checkpointing`` really recomputes (each layer runs twice per micro-batch, with
+  the same gradient; transformers checkpoints only in training mode and the policy runs in
+  eval mode, so before the fix it silently did nothing), and is refused with
+  ``share_prompt`` (a checkpointed layer drops the prompt's cache).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from trainer_client.config import PolicySection
 from trainer_client.model.batch import TrainBatch, make_train_batch
 from trainer_client.model.logprobs import (
     prompt_groups,
@@ -103,9 +108,9 @@ def test_each_distinct_prompt_goes_through_the_model_once(tiny) -> None:
     assert seen == [b.input_ids.numel()] and shared < 0.6 * seen[0]
 
 
-def _worker(tiny: str, share: bool) -> PolicyWorker:
+def _worker(tiny: str, share: bool, checkpointing: bool = False) -> PolicyWorker:
     s = PolicySettings(model_path=tiny, compute_dtype="bfloat16", micro_batch_size=4,
-                       temperature=0.7, share_prompt=share,
+                       temperature=0.7, share_prompt=share, gradient_checkpointing=checkpointing,
                        optim=OptimSettings(lr=1e-3, grad_clip=1.0),
                        grpo=GRPOSettings(aggregation="token"))
     return PolicyWorker(s, rank=0, world_size=1, master_port=free_port())
@@ -141,3 +146,34 @@ def test_a_shared_prompt_update_equals_the_plain_one(tiny) -> None:
     finally:
         shared.close()
         plain.close()
+
+
+def test_gradient_checkpointing_recomputes_each_layer_with_the_same_gradient(tiny) -> None:
+    plain, ckpt = _worker(tiny, False), _worker(tiny, False, checkpointing=True)
+    try:
+        calls = {"plain": 0, "ckpt": 0}
+        for name, w in (("plain", plain), ("ckpt", ckpt)):
+            layer = w.model.model.layers[0]
+            # a pre-hook: the recompute stops once it has what the backward needs (torch's
+            # early stop), so a layer's forward (post-)hook does not fire for it
+            layer.register_forward_pre_hook(
+                lambda *a, n=name: calls.__setitem__(n, calls[n] + 1))
+        b = _groups()  # 12 rows: 3 micro-batches of 4
+        _, g_plain = plain.gradients(b)
+        _, g_ckpt = ckpt.gradients(b)
+        assert calls == {"plain": 3, "ckpt": 6}  # forward, then again in the backward
+        assert g_plain is not None and g_ckpt is not None
+        for k in g_plain:
+            assert torch.allclose(g_plain[k], g_ckpt[k], atol=1e-6), k
+        assert not any(m.training for m in ckpt.model.model.layers[0].modules()
+                       if m is not ckpt.model.model.layers[0])  # no dropout switched on
+    finally:
+        ckpt.close()
+        plain.close()
+
+
+def test_share_prompt_with_gradient_checkpointing_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot be combined"):
+        PolicySection(share_prompt=True, gradient_checkpointing=True)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        PolicySettings(model_path="m", share_prompt=True, gradient_checkpointing=True)

@@ -134,6 +134,11 @@ class PolicyWorker:
             shard(model, self.mesh, compute=self.compute_dtype,
                   master=torch_dtype(self.settings.dtype), hold=trainable and self._hold)
         model.eval()  # no dropout: log-probs of the same tokens are the same in every pass
+        if trainable and self.settings.gradient_checkpointing:
+            # transformers checkpoints a layer only in training mode: the checkpointing
+            # layers alone are put in it (their own flag, not their children's dropout)
+            for m in model.modules():
+                m.training = bool(getattr(m, "gradient_checkpointing", False))
         if not trainable:
             model.requires_grad_(False)
         return model
