@@ -193,6 +193,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "micro32_eager": {"micro_batch_size": 32, "attn_implementation": "eager"},
     "no_fsdp": {"fsdp": False},
     "share_prompt": {"share_prompt": True},  # each group's prompt through the model once
+    "share_micro32": {"share_prompt": True, "micro_batch_size": 32},
 }
 
 

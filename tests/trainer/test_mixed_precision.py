@@ -1,8 +1,8 @@
 """bf16 mixed precision and the sampled-token log-probabilities, against fp32 references.
 
 - :func:`token_logprobs` (logits only from the first completion position, fp32 log-softmax
-  in checkpointed chunks) equals a plain full-vocabulary fp32 ``log_softmax`` in value and
-  in gradient.
+  in chunks with its own backward) equals a plain full-vocabulary fp32 ``log_softmax`` in
+  value, entropy and gradient (blocked tokens get none).
 - The policy with ``compute_dtype: bfloat16`` (FSDP2 ``MixedPrecisionPolicy``: bf16 compute,
   fp32 master weights, fp32 gradient reduction) gives the fp32 loss and gradient within a
   stated tolerance, keeps its weights and optimizer in fp32, and really computes in bf16
@@ -49,7 +49,7 @@ def _reference_logprobs(model, ids, attn, temperature, blocked):
 
 
 def test_chunked_sampled_token_logprobs_equal_the_full_fp32_log_softmax(tiny, monkeypatch):
-    monkeypatch.setattr(logprobs_mod, "LOGPROB_CHUNK", 3)  # many chunks, a ragged last one
+    monkeypatch.setattr(logprobs_mod, "LOGPROB_CHUNK", 7)  # many chunks, a ragged last one
     model = AutoModelForCausalLM.from_pretrained(tiny)
     model.eval()
     b = _batch()
@@ -71,6 +71,11 @@ def test_chunked_sampled_token_logprobs_equal_the_full_fp32_log_softmax(tiny, mo
     for k, p in model.named_parameters():
         assert torch.allclose(p.grad, ref_grads[k], atol=1e-5, rtol=1e-4), k
     assert bool((ent[m.bool()] > 0).all())
+    with torch.no_grad():  # the entropy of the same restricted distribution, in full
+        x = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1]
+        logp = torch.log_softmax(x.float().div(0.7).masked_fill(blocked, -1e9), -1)
+        ref_ent = -(logp.exp() * logp).sum(-1)
+    assert torch.allclose(ent[:, first:], ref_ent[:, first:], atol=1e-4)
 
 
 def test_scoring_forwards_build_no_kv_cache(tiny):

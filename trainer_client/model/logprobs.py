@@ -10,17 +10,21 @@ its group attends to, so the backward through them sums the group's gradients.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-import torch.utils.checkpoint
 
 from trainer_client.model.batch import TrainBatch
-from trainer_client.model.grpo import token_entropy
 
 __all__ = ["LOGPROB_CHUNK", "batch_logprobs", "first_completion_position", "prompt_groups",
            "shared_prompt_logprobs", "token_logprobs"]
 
-#: sequence positions per chunk of the fp32 log-softmax (see :func:`token_logprobs`)
-LOGPROB_CHUNK = 128
+#: token positions per chunk of the fp32 log-softmax (:class:`_SampledLogprob`): 64 x
+#: SmolLM2's 49,152-wide vocabulary is 12.6 MB in fp32. Chunks of a micro-batch's whole
+#: rows (32 rows x 39 positions: 245 MB) made each vocabulary-wide op 3-12x slower per
+#: element on this CPU, and slicing them under autograd zero-filled and added a full-size
+#: gradient per chunk in the backward
+LOGPROB_CHUNK = 64
 
 
 def _scaled(logits: torch.Tensor, temperature: float,
@@ -32,12 +36,46 @@ def _scaled(logits: torch.Tensor, temperature: float,
     return x
 
 
-def _chunk_logprobs(logits: torch.Tensor, target: torch.Tensor, temperature: float,
-                    blocked: torch.Tensor | None) -> torch.Tensor:
-    """``[b, t]`` log-probabilities of ``target`` under ``logits [b, t, V] / temperature``,
-    computed in fp32 whatever the logits' dtype."""
-    x = _scaled(logits, temperature, blocked)
-    return torch.log_softmax(x, dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
+class _SampledLogprob(torch.autograd.Function):
+    """``[N]`` log-probabilities of ``target [N]`` under ``logits [N, V] / temperature``
+    (blocked tokens at -1e9) in fp32, and (no grad) each row's entropy, in chunks of
+    :data:`LOGPROB_CHUNK` rows forward and backward: no ``[N, V]`` fp32 tensor is formed,
+    the forward keeps each row's log-sum-exp, and the backward writes each chunk's gradient
+    (``(onehot - softmax) / temperature``) straight into one tensor of the logits' dtype."""
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, temperature: float,
+                blocked: torch.Tensor | None, with_entropy: bool
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        n = logits.shape[0]
+        lp = torch.empty(n, dtype=torch.float32, device=logits.device)
+        lse = torch.empty_like(lp)
+        ent = torch.empty(n if with_entropy else 0, dtype=torch.float32, device=logits.device)
+        for a in range(0, n, LOGPROB_CHUNK):
+            x = _scaled(logits[a:a + LOGPROB_CHUNK], temperature, blocked)
+            m = torch.logsumexp(x, dim=-1)
+            lse[a:a + LOGPROB_CHUNK] = m
+            lp[a:a + LOGPROB_CHUNK] = x.gather(-1, target[a:a + LOGPROB_CHUNK, None])[:, 0] - m
+            if with_entropy:  # H = lse - sum(p x)
+                ent[a:a + LOGPROB_CHUNK] = m - (torch.exp(x - m[:, None]) * x).sum(dim=-1)
+        ctx.save_for_backward(logits, target, lse)
+        ctx.temperature, ctx.blocked = temperature, blocked
+        ctx.mark_non_differentiable(ent)
+        return lp, ent
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor, _: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        logits, target, lse = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for a in range(0, logits.shape[0], LOGPROB_CHUNK):
+            x = _scaled(logits[a:a + LOGPROB_CHUNK], ctx.temperature, ctx.blocked)
+            ga = g[a:a + LOGPROB_CHUNK, None].float()
+            d = torch.exp(x - lse[a:a + LOGPROB_CHUNK, None]).mul_(-ga)
+            d.scatter_add_(-1, target[a:a + LOGPROB_CHUNK, None], ga)
+            if ctx.blocked is not None:  # a blocked logit is replaced by a constant
+                d.masked_fill_(ctx.blocked[: d.shape[-1]].to(d.device), 0.0)
+            grad[a:a + LOGPROB_CHUNK] = d.div_(ctx.temperature)
+        return grad, None, None, None, None
 
 
 def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
@@ -49,18 +87,19 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
 
     Only the sampled tokens' log-probabilities are formed: the model returns logits for the
     positions from ``first`` on (``logits_to_keep``; earlier positions get 0), in its compute
-    dtype; the fp32 ``log_softmax`` runs over chunks of :data:`LOGPROB_CHUNK` positions, each
-    under activation checkpointing, so no ``[B, L, V]`` fp32 tensor is ever held and backward
-    keeps only the (bf16) logits. ``blocked`` ``[V]`` bool marks tokens the sampler could not
+    dtype; the fp32 log-softmax runs over chunks of :data:`LOGPROB_CHUNK` token positions
+    (:class:`_SampledLogprob`), so no ``[B, L, V]`` fp32 tensor is ever held and backward
+    keeps only the (bf16) logits and each position's log-sum-exp. ``blocked`` ``[V]`` bool marks tokens the sampler could not
     produce; they get -1e9, so log-probs are those of the restricted distribution.
     """
     length = input_ids.shape[1]
     first = max(0, min(first, length - 1))
-    keep = length - first  # positions first .. L-1; the last predicts nothing
     # use_cache=False: a model whose config says use_cache (SmolLM2's does) otherwise builds
     # a K/V cache in every scoring and training forward and returns it with the logits
+    # the positions first .. L-2 (the last predicts nothing), as one contiguous tensor
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
-                   logits_to_keep=keep).logits[:, :-1]  # [B, keep-1, V]
+                   logits_to_keep=torch.arange(first, length - 1, device=input_ids.device)
+                   ).logits  # [B, keep-1, V]
     lp, ent = _sampled(logits, input_ids[:, first + 1:], temperature, blocked, with_entropy)
     pad = (first, 0)
     return (torch.nn.functional.pad(lp, pad),  # [B, L-1]
@@ -71,20 +110,11 @@ def _sampled(logits: torch.Tensor, target: torch.Tensor, temperature: float,
              blocked: torch.Tensor | None, with_entropy: bool
              ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``[B, T]`` log-probabilities of ``target`` under ``logits [B, T, V]`` (and entropies,
-    no grad): the fp32 log-softmax in chunks of :data:`LOGPROB_CHUNK` positions, each under
-    activation checkpointing when it needs a gradient."""
-    parts, ents = [], []
-    for a in range(0, logits.shape[1], LOGPROB_CHUNK):
-        lg, tg = logits[:, a:a + LOGPROB_CHUNK], target[:, a:a + LOGPROB_CHUNK]
-        if torch.is_grad_enabled() and lg.requires_grad:
-            parts.append(torch.utils.checkpoint.checkpoint(
-                _chunk_logprobs, lg, tg, temperature, blocked, use_reentrant=False))
-        else:
-            parts.append(_chunk_logprobs(lg, tg, temperature, blocked))
-        if with_entropy:
-            with torch.no_grad():
-                ents.append(token_entropy(_scaled(lg.detach(), temperature, blocked)))
-    return torch.cat(parts, dim=1), torch.cat(ents, dim=1) if with_entropy else None
+    no grad), through :class:`_SampledLogprob` over the ``B x T`` positions."""
+    b, t, v = logits.shape
+    lp, ent = _SampledLogprob.apply(logits.reshape(b * t, v), target.reshape(b * t),
+                                    temperature, blocked, with_entropy)
+    return lp.view(b, t), ent.view(b, t) if with_entropy else None
 
 
 def prompt_groups(input_ids: torch.Tensor, prompt_lengths: torch.Tensor
