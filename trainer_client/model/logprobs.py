@@ -89,14 +89,15 @@ def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
     positions from ``first`` on (``logits_to_keep``; earlier positions get 0), in its compute
     dtype; the fp32 log-softmax runs over chunks of :data:`LOGPROB_CHUNK` token positions
     (:class:`_SampledLogprob`), so no ``[B, L, V]`` fp32 tensor is ever held and backward
-    keeps only the (bf16) logits and each position's log-sum-exp. ``blocked`` ``[V]`` bool marks tokens the sampler could not
-    produce; they get -1e9, so log-probs are those of the restricted distribution.
+    keeps only the (bf16) logits and each position's log-sum-exp. ``blocked`` ``[V]`` bool
+    marks tokens the sampler could not produce; they get -1e9, so log-probs are those of the
+    restricted distribution.
     """
     length = input_ids.shape[1]
     first = max(0, min(first, length - 1))
+    # the positions first .. L-2 (the last predicts nothing), as one contiguous tensor;
     # use_cache=False: a model whose config says use_cache (SmolLM2's does) otherwise builds
     # a K/V cache in every scoring and training forward and returns it with the logits
-    # the positions first .. L-2 (the last predicts nothing), as one contiguous tensor
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False,
                    logits_to_keep=torch.arange(first, length - 1, device=input_ids.device)
                    ).logits  # [B, keep-1, V]

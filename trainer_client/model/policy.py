@@ -49,6 +49,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers.modeling_layers import GradientCheckpointingLayer
 
 from trainer_client.model import correction as corr
 from trainer_client.model.batch import TrainBatch
@@ -135,10 +136,10 @@ class PolicyWorker:
                   master=torch_dtype(self.settings.dtype), hold=trainable and self._hold)
         model.eval()  # no dropout: log-probs of the same tokens are the same in every pass
         if trainable and self.settings.gradient_checkpointing:
-            # transformers checkpoints a layer only in training mode: the checkpointing
-            # layers alone are put in it (their own flag, not their children's dropout)
+            # transformers checkpoints only in training mode: these layers alone go in it
             for m in model.modules():
-                m.training = bool(getattr(m, "gradient_checkpointing", False))
+                if isinstance(m, GradientCheckpointingLayer):
+                    m.training = True
         if not trainable:
             model.requires_grad_(False)
         return model
