@@ -22,6 +22,7 @@ __all__ = [
     "TinyModelSettings",
     "Truncated",
     "check_dtypes",
+    "check_share_prompt",
 ]
 
 #: the dtypes a model may be held in: parameters, compute, the rollout engine
