@@ -102,8 +102,8 @@ def test_each_distinct_prompt_goes_through_the_model_once(tiny) -> None:
         seen.clear()
         token_logprobs(model, b.input_ids, b.attention_mask)  # the control
     widest_prompt, longest = 11, int((b.lengths() - b.prompt_lengths).max())
-    # 3 prompts left-padded to the widest, then 12 completions (one fewer position: the
-    # prompt's last one predicts the first token) against 12 whole rows
+    # 3 prompts left-padded to the widest, then the 12 completions right-padded to the
+    # longest, against 12 whole rows
     assert shared == 3 * widest_prompt + 12 * longest
     assert seen == [b.input_ids.numel()] and shared < 0.6 * seen[0]
 
