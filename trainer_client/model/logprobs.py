@@ -153,27 +153,29 @@ def shared_prompt_logprobs(model: torch.nn.Module, input_ids: torch.Tensor,
     dev = input_ids.device
     plen = prompt_lengths.to(torch.long).cpu()
     clen = attention_mask.sum(dim=1).cpu() - plen
-    firsts, index = prompt_groups(input_ids.cpu(), plen)
+    ids = input_ids.cpu()
+    firsts, index = prompt_groups(ids, plen)
+    idx = index.to(dev)
     width, cw = int(plen[firsts].max()), max(1, int(clen.max()))
     cols = torch.arange(width)
     starts = (width - plen[firsts])[:, None]  # [k, 1]: left padding of each distinct prompt
     pmask = (cols[None, :] >= starts).long()  # [k, P]
     src = (cols[None, :] - starts).clamp(min=0)
-    pids = torch.where(pmask.bool(), input_ids.cpu()[firsts].gather(1, src), 0)
+    pids = torch.where(pmask.bool(), ids[firsts].gather(1, src), 0)
     ppos = (cols[None, :] - starts).clamp(min=0)
     out = model(input_ids=pids.to(dev), attention_mask=pmask.to(dev), position_ids=ppos.to(dev),
                 use_cache=True, logits_to_keep=1)
     head = out.logits[:, -1:]  # [k, 1, V]: predicts each prompt's first completion token
     cache = out.past_key_values
-    cache.batch_select_indices(index.to(dev))  # [k, ...] -> [B, ...], differentiable
+    cache.batch_select_indices(idx)  # [k, ...] -> [B, ...], differentiable
     ccols = torch.arange(cw)
     cmask = (ccols[None, :] < clen[:, None]).long()  # [B, C]
-    cids = torch.where(cmask.bool(), input_ids.cpu().gather(
+    cids = torch.where(cmask.bool(), ids.gather(
         1, (plen[:, None] + ccols[None, :]).clamp(max=length - 1)), 0)
     cids = cids.to(dev)
     lps: list[torch.Tensor] = []
     ents: list[torch.Tensor | None] = []
-    lp, ent = _sampled(head[index.to(dev)], cids[:, :1], temperature, blocked, with_entropy)
+    lp, ent = _sampled(head[idx], cids[:, :1], temperature, blocked, with_entropy)
     lps.append(lp)
     ents.append(ent)
     if cw > 1:  # the completions' positions 0 .. C-2 predict their tokens 1 .. C-1
