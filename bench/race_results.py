@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["first_reach", "ours_phases", "plot", "summarize", "tables", "trl_phases"]
+__all__ = ["first_reach", "ours_phases", "paired", "plot", "summarize", "tables", "trl_phases"]
 
 
 def ours_phases(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -78,6 +78,21 @@ def first_reach(points: Sequence[dict[str, Any]], target: float, *,
     return None
 
 
+def paired(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any] | None:
+    """The exact McNemar test of two points' per-problem outcomes (``correct``: 0/1 strings
+    over the same held-out problems): ``a_only`` problems only ``a`` solved, ``b_only`` the
+    reverse. ``None`` when either point has no per-problem record (older results)."""
+    from trainer_client.report import mcnemar_exact
+
+    ca, cb = a.get("correct"), b.get("correct")
+    if not ca or not cb or len(ca) != len(cb):
+        return None
+    a_only = sum(x == "1" and y == "0" for x, y in zip(ca, cb, strict=True))
+    b_only = sum(x == "0" and y == "1" for x, y in zip(ca, cb, strict=True))
+    return {"a_step": a["step"], "b_step": b["step"], "a_only": a_only, "b_only": b_only,
+            "p": mcnemar_exact(a_only, b_only)}
+
+
 def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per round: TRL's final accuracy and wall; when ours first reached it; the ratio."""
     out = []
@@ -87,6 +102,9 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         trl_final = by["trl"]["points"][-1]
         reach = first_reach(by["ours"]["points"], trl_final["accuracy"])
+        # per step: ours at the checkpoint nearest TRL's last step (in steps), paired
+        ours_near = min(by["ours"]["points"][1:] or by["ours"]["points"],
+                        key=lambda p: abs(p["step"] - trl_final["step"]))
         out.append({"round": k, "trl_final_accuracy": trl_final["accuracy"],
                     "trl_final_wall_s": trl_final["wall_s"], "trl_steps": trl_final["step"],
                     "ours_final_accuracy": by["ours"]["points"][-1]["accuracy"],
@@ -95,7 +113,9 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "wall_ratio": None if reach is None else reach / trl_final["wall_s"],
                     "wall_ratio_interpolated": None if reach is None else first_reach(
                         by["ours"]["points"], trl_final["accuracy"], interpolate=True)
-                    / trl_final["wall_s"]})
+                    / trl_final["wall_s"],
+                    "per_step_ours_vs_trl": paired(ours_near, trl_final),
+                    "final_ours_vs_trl": paired(by["ours"]["points"][-1], trl_final)})
     return out
 
 
@@ -159,6 +179,14 @@ def tables(result: dict[str, Any]) -> str:
                    f"| {100 * s['ours_final_accuracy']:.1f}% ({s['ours_steps']}) "
                    f"| {'never' if reach is None else f'{reach:.0f} s'} "
                    f"| {_num(ratio)} ({_num(s.get('wall_ratio_interpolated'))}) |")
+    tests = [(s["round"], label, s.get(key)) for s in result.get("summary", [])
+             for key, label in (("per_step_ours_vs_trl", "per step: ours nearest TRL's last step"),
+                                ("final_ours_vs_trl", "final: ours vs TRL"))]
+    if any(t for _, _, t in tests):
+        out += ["", "| round | paired test (exact McNemar) | ours step | TRL step | only ours "
+                "solved | only TRL solved | p |", "|---|---|---|---|---|---|---|"]
+        out += [f"| {k} | {label} | {t['a_step']} | {t['b_step']} | {t['a_only']} "
+                f"| {t['b_only']} | {t['p']:.3g} |" for k, label, t in tests if t]
     return "\n".join(out)
 
 

@@ -24,7 +24,8 @@ first on ``PYTHONPATH``; its generation is colocated vLLM if that runs (a 2-step
 error is recorded in the results), else HF ``generate``.
 
 Writes ``--out`` (JSON: ``{"runs": [{"trainer", "round", "task", "config", "versions",
-"points": [{"wall_s", "step", "accuracy"}], "phases"}], ...}``) and a PNG beside it
+"points": [{"wall_s", "step", "accuracy", "correct"}], "phases"}], ...}``;
+``correct``: each held-out problem's greedy outcome, 0/1, for the paired tests of the summary) and a PNG beside it
 (held-out accuracy against wall-clock seconds). Each run's files stay under
 ``<out dir>/trainer_vs_trl/``; checkpoints are deleted once scored (``--keep-checkpoints``).
 """
@@ -191,9 +192,10 @@ def run_trl(spec: dict[str, Any], out: Path, timeout_s: float) -> dict[str, Any]
 
 
 def score(paths: Sequence[str], config: str, n_problems: int, url: str,
-          timeout_s: float) -> list[float]:
-    """Greedy held-out accuracy of each model dir (in a fresh process: its engines are
-    freed with it)."""
+          timeout_s: float) -> list[dict[str, Any]]:
+    """Greedy held-out accuracy of each model dir and its per-problem outcomes (``correct``:
+    a string of 0/1, one per problem, in the held-out order), in a fresh process: its
+    engines are freed with it."""
     proc = subprocess.run([sys.executable, "-m", "bench.trainer_vs_trl", "--config", config,
                            "--eval-problems", str(n_problems), "--score-url", url,
                            "--score", *paths], cwd=ROOT, capture_output=True, text=True,
@@ -202,11 +204,11 @@ def score(paths: Sequence[str], config: str, n_problems: int, url: str,
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"scoring failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    return [float(x) for x in json.loads(lines[-1])]
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
 
 
 def score_here(paths: Sequence[str], cfg: Any, problems: Sequence[Any],
-               url: str) -> list[float]:
+               url: str) -> list[dict[str, Any]]:
     """:func:`trainer_client.evaluate.evaluate_model` of each model dir: the config's
     template, token limit and rollout engine, greedy, scored by the service at ``url``."""
     from trainer_client.evaluate import EvalSettings, evaluate_model
@@ -220,7 +222,9 @@ def score_here(paths: Sequence[str], cfg: Any, problems: Sequence[Any],
     out = []
     with RewardClient(RewardClientSettings(urls=(url,))) as client:
         for p in paths:
-            out.append(evaluate_model(p, problems, client, settings, cfg.rollout.engine).accuracy)
+            s = evaluate_model(p, problems, client, settings, cfg.rollout.engine)
+            out.append({"accuracy": s.accuracy,
+                        "correct": "".join("1" if c else "0" for c in s.correct)})
     return out
 
 
@@ -336,13 +340,13 @@ def main(argv: list[str] | None = None) -> int:
                                  "phases": trl_phases(rep)})
         logger.info("scoring %d checkpoints and the base model",
                     sum(len(r["ckpts"]) for r in runs))
-        base_acc = score([model], args.config, len(eval_set), url, run_timeout)[0]
+        base = score([model], args.config, len(eval_set), url, run_timeout)[0]
         for r in runs:
-            accs = score([c["path"] for c in r["ckpts"]], args.config, len(eval_set), url,
-                         run_timeout)
-            r["points"] = [{"wall_s": 0.0, "step": 0, "accuracy": base_acc}] + [
-                {"wall_s": round(c["wall_s"], 1), "step": c["step"], "accuracy": a}
-                for c, a in zip(r["ckpts"], accs, strict=True)]
+            scores = score([c["path"] for c in r["ckpts"]], args.config, len(eval_set), url,
+                           run_timeout)
+            r["points"] = [{"wall_s": 0.0, "step": 0, **base}] + [
+                {"wall_s": round(c["wall_s"], 1), "step": c["step"], **sc}
+                for c, sc in zip(r["ckpts"], scores, strict=True)]
             for c in r.pop("ckpts"):
                 if not args.keep_checkpoints:
                     shutil.rmtree(Path(c["path"]).parent if Path(c["path"]).name == "model"

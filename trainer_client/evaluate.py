@@ -38,6 +38,7 @@ class ModelScore:
     n: int
     accuracy: float
     status: dict[str, float]  # fraction per status (incl. "unavailable")
+    correct: tuple[bool, ...] = ()  # per problem, in the order given: scored `correct`
 
 
 def evaluate_model(model_path: str, problems: Sequence[Problem], client: RewardClient,
@@ -65,7 +66,8 @@ def evaluate_model(model_path: str, problems: Sequence[Problem], client: RewardC
     _, m = reward_metrics(results, prefix="eval")
     status = {k.removeprefix("eval/status/"): v for k, v in m.items()
               if k.startswith("eval/status/")}
-    return ModelScore(model=model_path, n=len(items), accuracy=status["correct"], status=status)
+    return ModelScore(model=model_path, n=len(items), accuracy=status["correct"], status=status,
+                      correct=tuple(r is not None and r.status == "correct" for r in results))
 
 
 def format_table(scores: Sequence[ModelScore]) -> str:

@@ -64,7 +64,8 @@ def test_the_race_runs_end_to_end_and_writes_its_schema(tmp_path):
     for who, r in runs.items():
         assert set(r) >= {"trainer", "round", "task", "config", "versions", "points", "phases"}
         pts = r["points"]
-        assert pts[0] == {"wall_s": 0.0, "step": 0, "accuracy": pts[0]["accuracy"]}
+        assert pts[0] == {"wall_s": 0.0, "step": 0, "accuracy": pts[0]["accuracy"],
+                          "correct": pts[0]["correct"]}
         assert len(pts) == 3, (who, pts)  # the base model, budget/2, the budget
         walls = [p["wall_s"] for p in pts]
         assert walls == sorted(walls) and walls[1] >= budget / 2 and walls[2] >= budget, who
@@ -72,6 +73,9 @@ def test_the_race_runs_end_to_end_and_writes_its_schema(tmp_path):
         assert steps[1] < steps[2] == r["phases"]["steps"], (who, steps, r["phases"])
         for p in pts:
             assert 0.0 <= p["accuracy"] <= 1.0
+            # one outcome per held-out problem, and the accuracy is their mean
+            assert len(p["correct"]) == 6 and set(p["correct"]) <= {"0", "1"}
+            assert p["accuracy"] == pytest.approx(p["correct"].count("1") / 6)
         ph = r["phases"]
         assert ph["generated_tokens_per_s"] > 0 and ph["trained_tokens_per_s"] > 0
         assert ph["seconds_per_step"]["step"] > 0
@@ -92,6 +96,11 @@ def test_the_race_runs_end_to_end_and_writes_its_schema(tmp_path):
     assert runs["trl"]["versions"]["trl"] == "1.16.0"
     assert runs["trl"]["config"]["prompt_ids_same_as_ours"] is not None
     assert len(res["summary"]) == 1 and res["summary"][0]["trl_steps"] == steps_of(runs["trl"])
+    final = res["summary"][0]["final_ours_vs_trl"]
+    o, t = runs["ours"]["points"][-1]["correct"], runs["trl"]["points"][-1]["correct"]
+    assert (final["a_only"], final["b_only"]) == (
+        sum(a > b for a, b in zip(o, t, strict=True)), sum(a < b for a, b in zip(o, t, strict=True)))
+    assert res["summary"][0]["per_step_ours_vs_trl"]["b_step"] == steps_of(runs["trl"])
     png = out.with_suffix(".png")
     assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
     # checkpoints are deleted once scored
@@ -100,3 +109,17 @@ def test_the_race_runs_end_to_end_and_writes_its_schema(tmp_path):
 
 def steps_of(run: dict) -> int:
     return int(run["points"][-1]["step"])
+
+
+def test_paired_counts_discordant_problems_and_skips_old_results():
+    from bench.race_results import paired
+
+    a = {"step": 10, "correct": "110010"}
+    b = {"step": 12, "correct": "011010"}
+    t = paired(a, b)
+    assert (t["a_only"], t["b_only"], t["a_step"], t["b_step"]) == (1, 1, 10, 12)
+    assert t["p"] == 1.0
+    strong = paired({"step": 1, "correct": "1" * 12 + "0" * 8}, {"step": 1, "correct": "0" * 20})
+    assert strong["a_only"] == 12 and strong["p"] == pytest.approx(2 / 2**12)
+    assert paired({"step": 1, "accuracy": 0.5}, b) is None  # a results file from before
+    assert paired({"step": 1, "correct": "10"}, b) is None  # not the same problems
