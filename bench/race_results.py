@@ -102,9 +102,10 @@ def summarize(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         trl_final = by["trl"]["points"][-1]
         reach = first_reach(by["ours"]["points"], trl_final["accuracy"])
-        # per step: ours at the checkpoint nearest TRL's last step (in steps), paired
-        ours_near = min(by["ours"]["points"][1:] or by["ours"]["points"],
-                        key=lambda p: abs(p["step"] - trl_final["step"]))
+        # per step, paired: ours at its last checkpoint with no more steps than TRL's last
+        # (ours never gets more steps than TRL in this comparison)
+        ours_near = max((p for p in by["ours"]["points"] if p["step"] <= trl_final["step"]),
+                        key=lambda p: p["step"])
         out.append({"round": k, "trl_final_accuracy": trl_final["accuracy"],
                     "trl_final_wall_s": trl_final["wall_s"], "trl_steps": trl_final["step"],
                     "ours_final_accuracy": by["ours"]["points"][-1]["accuracy"],
@@ -180,7 +181,7 @@ def tables(result: dict[str, Any]) -> str:
                    f"| {'never' if reach is None else f'{reach:.0f} s'} "
                    f"| {_num(ratio)} ({_num(s.get('wall_ratio_interpolated'))}) |")
     tests = [(s["round"], label, s.get(key)) for s in result.get("summary", [])
-             for key, label in (("per_step_ours_vs_trl", "per step: ours nearest TRL's last step"),
+             for key, label in (("per_step_ours_vs_trl", "per step: ours at <= TRL's last step"),
                                 ("final_ours_vs_trl", "final: ours vs TRL"))]
     if any(t for _, _, t in tests):
         out += ["", "| round | paired test (exact McNemar) | ours step | TRL step | only ours "

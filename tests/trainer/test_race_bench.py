@@ -100,7 +100,8 @@ def test_the_race_runs_end_to_end_and_writes_its_schema(tmp_path):
     o, t = runs["ours"]["points"][-1]["correct"], runs["trl"]["points"][-1]["correct"]
     assert (final["a_only"], final["b_only"]) == (
         sum(a > b for a, b in zip(o, t, strict=True)), sum(a < b for a, b in zip(o, t, strict=True)))
-    assert res["summary"][0]["per_step_ours_vs_trl"]["b_step"] == steps_of(runs["trl"])
+    per_step = res["summary"][0]["per_step_ours_vs_trl"]
+    assert per_step["b_step"] == steps_of(runs["trl"]) and per_step["a_step"] <= per_step["b_step"]
     png = out.with_suffix(".png")
     assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
     # checkpoints are deleted once scored
@@ -123,3 +124,20 @@ def test_paired_counts_discordant_problems_and_skips_old_results():
     assert strong["a_only"] == 12 and strong["p"] == pytest.approx(2 / 2**12)
     assert paired({"step": 1, "accuracy": 0.5}, b) is None  # a results file from before
     assert paired({"step": 1, "correct": "10"}, b) is None  # not the same problems
+
+
+def test_the_per_step_pair_never_gives_ours_more_steps_than_trl():
+    from bench.race_results import summarize
+
+    def run(who, steps_and_correct):
+        pts = [{"wall_s": 10.0 * i, "step": st, "accuracy": c.count("1") / len(c), "correct": c}
+               for i, (st, c) in enumerate(steps_and_correct)]
+        return {"trainer": who, "round": 1, "points": pts}
+
+    ours = run("ours", [(0, "0000"), (20, "1000"), (45, "1100"), (70, "1111")])
+    trl = run("trl", [(0, "0000"), (30, "1000"), (60, "1110")])
+    (s,) = summarize([ours, trl])
+    # ours at 45 (not 70, the nearer in steps but with more steps than TRL's 60)
+    assert (s["per_step_ours_vs_trl"]["a_step"], s["per_step_ours_vs_trl"]["b_step"]) == (45, 60)
+    assert (s["per_step_ours_vs_trl"]["a_only"], s["per_step_ours_vs_trl"]["b_only"]) == (0, 1)
+    assert s["final_ours_vs_trl"]["a_only"] == 1 and s["ours_reaches_trl_final_at_s"] == 30.0
