@@ -157,6 +157,10 @@ def run_ours(config_path: Path, out: Path, url: str, timeout_s: float) -> dict[s
     (out / "train.log").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"our trainer failed ({proc.returncode}): {proc.stderr[-3000:]}")
+    # only the models are scored: the optimizer states (1.1 GB a checkpoint for SmolLM2, 8
+    # a run) go now, not after the last run (two runs' worth once filled this disk)
+    for opt in (out / "checkpoints").glob("step_*/optimizer.pt"):
+        opt.unlink()
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x]
     ckpts: list[dict[str, Any]] = []
     for r in rows:
