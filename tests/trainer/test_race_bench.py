@@ -141,3 +141,26 @@ def test_the_per_step_pair_never_gives_ours_more_steps_than_trl():
     assert (s["per_step_ours_vs_trl"]["a_step"], s["per_step_ours_vs_trl"]["b_step"]) == (45, 60)
     assert (s["per_step_ours_vs_trl"]["a_only"], s["per_step_ours_vs_trl"]["b_only"]) == (0, 1)
     assert s["final_ours_vs_trl"]["a_only"] == 1 and s["ours_reaches_trl_final_at_s"] == 30.0
+
+
+def test_gsm8k_answers_counts_the_arithmetic_and_the_copies(tmp_path):
+    from bench import gsm8k_answers
+
+    records = [
+        # right arithmetic, the answer copied from the question, correct
+        {"question": "Tom has 3 apples and 4 pears.", "response": "3 + 4 = 7 #### 7",
+         "tokens": 9, "finished": True, "complete": True, "correct": True, "extracted": "7"},
+        # wrong arithmetic ("x" as the product), cut at the limit, the answer copied
+        {"question": "A box holds 12 eggs.", "response": "12 x 2 = 25 so 12",
+         "tokens": 128, "finished": False, "complete": False, "correct": False,
+         "extracted": "12"},
+    ]
+    path = tmp_path / "step_0.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    summary = gsm8k_answers.summarize(path)
+    assert (summary.problems, summary.correct, summary.cut, summary.marked) == (2, 1, 1, 1)
+    assert (summary.equations, summary.equations_right) == (2, 1)
+    assert summary.copied == 1  # 7 is not in the first question; 12 is in the second
+    assert (summary.complete, summary.complete_correct) == (1, 1)
+    text = gsm8k_answers.table([path, path])
+    assert "| of those, arithmetic right | 1/2 = 0.50 | 1/2 = 0.50 |" in text
