@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _NUM = r"-?\$?\d[\d,]*(?:\.\d+)?"
-_EQUATION = re.compile(rf"({_NUM})\s*([+\-*/x×÷])\s*({_NUM})\s*=\s*({_NUM})")
+_EQUATION = re.compile(rf"({_NUM})\s*([+\-*/x\u00d7\u00f7])\s*({_NUM})\s*=\s*({_NUM})")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
@@ -37,7 +37,7 @@ def _equation_right(a: float, op: str, b: float, c: float) -> bool:
         got = a + b
     elif op == "-":
         got = a - b
-    elif op in "*x×":
+    elif op in "*x\u00d7":  # x and the multiplication sign
         got = a * b
     else:
         if b == 0:
@@ -70,11 +70,11 @@ class Summary:
             self.complete += 1
             self.complete_correct += bool(record.get("correct"))
         for a, op, b, c in _EQUATION.findall(response):
-            values = [_value(a), _value(b), _value(c)]
-            if None in values:
+            left, right, result = _value(a), _value(b), _value(c)
+            if left is None or right is None or result is None:
                 continue
             self.equations += 1
-            self.equations_right += _equation_right(values[0], op, values[1], values[2])
+            self.equations_right += _equation_right(left, op, right, result)
         extracted = _value(str(record.get("extracted") or ""))
         question_numbers = {_value(n) for n in _NUMBER.findall(str(record.get("question", "")))}
         self.copied += extracted is not None and extracted in question_numbers
