@@ -14,6 +14,8 @@ from trainer_client.model.grpo import (
     policy_loss,
     rewards_to_tensor,
 )
+from trainer_client.model.rollout import Completion
+from trainer_client.step import keep_signal_groups
 
 S3 = math.sqrt(1 / 3)  # unbiased std of {1, 0, 1, 0} and of {1, 0, 0}
 
@@ -32,6 +34,30 @@ def test_advantages_hand_computed():
     assert not torch.isnan(adv).any()
     assert m["rewards/unavailable_fraction"] == pytest.approx(4 / 16)
     assert m["rewards/frac_groups_with_signal"] == pytest.approx(2 / 4)
+
+
+def test_equal_non_dyadic_rewards_carry_no_signal():
+    """Eight rewards of 0.1 (a format score): their float32 mean is not exactly 0.1, so the
+    std is ~1e-8, not 0. The group must still count as no spread (advantages exactly 0, no
+    signal), not as signal with noise advantages ~7e-5; the control beside it, one correct
+    answer among seven 0.1s, is signal."""
+    r = rewards_to_tensor([0.1] * 8 + [0.1] * 7 + [1.0])
+    v = r.view(2, 8)[0]
+    std = ((v - v.mean()) ** 2).sum().div(7).sqrt()
+    assert float(std) > 0  # control: the old rule (std > 0) took this group as signal
+    (adv, valid), m = group_advantages(r, 8)
+    assert adv[:8].tolist() == [0.0] * 8 and bool(valid.all())
+    assert m["rewards/frac_groups_with_signal"] == pytest.approx(1 / 2)
+    assert float(adv[15]) > 2 and float(adv[8]) < 0  # the real spread is untouched
+    (adv_u, _), _ = group_advantages(r, 8, scale=False)  # centred only: also exactly 0
+    assert adv_u[:8].tolist() == [0.0] * 8
+    # and DAPO's dynamic sampling then picks the group with the real spread
+    comps = [Completion([1], [k], str(k), True) for k in range(16)]
+    row: dict = {}
+    kept, a, _ = keep_signal_groups(comps, adv, valid, group_size=8, groups_wanted=1,
+                                    world_size=1, row=row)
+    assert [c.text for c in kept] == [str(k) for k in range(8, 16)] and bool(a.abs().sum() > 0)
+    assert row["train/groups_with_signal"] == 1
 
 
 def test_unavailable_is_not_counted_as_zero():

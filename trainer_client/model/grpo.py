@@ -93,11 +93,16 @@ def group_advantages(
     if scale:
         adv = adv / (std + eps)
     # A group whose available rewards are all equal carries no signal: 0, never 0/0 = NaN.
-    usable = valid & (n >= 2) & (std > 0)
+    # "All equal" is exact (max == min), not ``std > 0``: eight rewards of 0.1 have a float32
+    # mean that is not exactly 0.1, so their std is ~1e-8, not 0, and would pass as signal.
+    inf = torch.full_like(r, float("inf"))
+    spread = (torch.where(valid, r, -inf).amax(dim=1, keepdim=True)
+              > torch.where(valid, r, inf).amin(dim=1, keepdim=True))  # [num_groups, 1]
+    usable = valid & (n >= 2) & spread
     adv = torch.where(usable, adv, torch.zeros_like(adv))  # [num_groups, G]
 
     num_groups = r.shape[0]
-    has_signal = (n.squeeze(1) >= 2) & (std.squeeze(1) > 0)
+    has_signal = (n >= 2).squeeze(1) & spread.squeeze(1)
     metrics = {
         "advantages/abs_mean": float(adv[usable].abs().mean()) if usable.any() else 0.0,
         "rewards/group_std_mean": float(std.squeeze(1)[n.squeeze(1) >= 2].mean())
